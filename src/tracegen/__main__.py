@@ -1,0 +1,3 @@
+from tracegen.cli import main
+
+main()

@@ -1,0 +1,153 @@
+"""Settings: flags > environment (``TRACEGEN_*``, ``OLLAMA_*``) > config file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from tracegen.errors import ConfigError
+
+DEFAULT_HOST = "http://localhost:11434"
+ENV_PREFIX = "TRACEGEN_"
+S = TypeVar("S", bound=BaseModel)
+
+
+class GenerationSettings(BaseModel):
+    """Everything that shapes a trace. Its hash guards resume against mixing settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str = "inline-tools"
+    model: str = "qwen3:8b"
+    temperature: float = Field(default=0.7, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    num_ctx: int = Field(default=8192, ge=256)
+    max_tokens: int = Field(default=2048, ge=1, description="num_predict per model turn")
+    max_iterations: int = Field(default=5, ge=1, description="execute-and-fix rounds")
+    max_steps: int = Field(default=24, ge=1, description="model turns or tagged steps")
+    think: bool | None = None
+    top_logprobs: int = Field(default=0, ge=0, le=20)
+    prompts_dir: Path | None = None
+
+    def digest(self, prompt_text: str) -> str:
+        """A short hash of these settings and the system prompt actually used."""
+        data = self.model_dump(mode="json", exclude={"prompts_dir"})
+        data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
+        return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+class RunSettings(GenerationSettings):
+    """`tracegen run`: generation settings plus where and how to run them."""
+
+    hosts: list[str] = Field(default_factory=lambda: [DEFAULT_HOST], min_length=1)
+    api_key: SecretStr | None = None
+    problems: str = "builtin"
+    limit: int | None = Field(default=None, ge=1)
+    problem_ids: list[str] | None = None
+    output: Path = Path("traces.jsonl")
+    rejects: Path | None = None
+    num_samples: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=4, ge=1, description="in-flight episodes per host")
+    only_success: bool = False
+    only_ideal: bool = False
+    overwrite: bool = False
+    sandbox: Literal["auto", "bwrap", "rlimit"] = "auto"
+    require_logprobs: bool = False
+    request_timeout_s: float = Field(default=600.0, gt=0)
+    quiet: bool = False
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [h for h in v.split(",") if h.strip()]
+        return [normalize_host(h) for h in v] if isinstance(v, list) else v
+
+    @field_validator("problem_ids", mode="before")
+    @classmethod
+    def _split_ids(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [i.strip() for i in v.split(",") if i.strip()]
+        return v
+
+    def generation(self) -> GenerationSettings:
+        return GenerationSettings(**self.model_dump(include=set(GenerationSettings.model_fields)))
+
+
+def normalize_host(host: str) -> str:
+    """``localhost:11434`` → ``http://localhost:11434``; no trailing slash."""
+    host = host.strip().rstrip("/")
+    if not host:
+        raise ValueError("empty host")
+    if "://" not in host:
+        host = f"http://{host}"
+    return host
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _from_env(env: Mapping[str, str], fields: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if env.get("OLLAMA_HOST"):
+        out["hosts"] = env["OLLAMA_HOST"]
+    if env.get("OLLAMA_API_KEY"):
+        out["api_key"] = env["OLLAMA_API_KEY"]
+    for name in fields:
+        value = env.get(ENV_PREFIX + name.upper())
+        if value is not None and value != "":
+            out[name] = value
+    return out
+
+
+def load_settings(
+    model: type[S],
+    flags: Mapping[str, Any],
+    *,
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> S:
+    """Merge config file < environment < flags (``None`` flags are unset) and validate."""
+    env = os.environ if env is None else env
+    fields = model.model_fields
+    merged: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    if config_file is not None:
+        data = _from_file(config_file)
+        data = {k.replace("-", "_"): v for k, v in data.items()}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ConfigError(f"{config_file}: unknown key {unknown[0]!r}")
+        merged.update(data)
+        source.update(dict.fromkeys(data, str(config_file)))
+    env_values = {k: v for k, v in _from_env(env, fields).items() if k in fields}
+    merged.update(env_values)
+    source.update({k: "environment" for k in env_values})
+    flag_values = {k: v for k, v in flags.items() if v is not None}
+    merged.update(flag_values)
+    source.update({k: "flag" for k in flag_values})
+    try:
+        return model.model_validate(merged)
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "settings"
+        where = source.get(key, "settings")
+        raise ConfigError(f"{key.replace('_', '-')} ({where}): {first['msg']}") from None

@@ -1,0 +1,88 @@
+"""The exceptions a user can cause; the CLI turns each into one line and exit status 2."""
+
+
+class TracegenError(Exception):
+    """Base of every error tracegen reports to a user as one line."""
+
+    exit_code = 2
+
+
+class ConfigError(TracegenError):
+    """A flag, environment variable or config file value is wrong."""
+
+
+class InputFileError(TracegenError):
+    """A file given to tracegen is missing, unreadable or malformed."""
+
+
+class JsonlError(InputFileError):
+    """A JSONL line could not be read; the message names FILE:LINE."""
+
+
+class ProblemFileError(InputFileError):
+    """A problem set is malformed; the message names FILE:LINE where it can."""
+
+
+class OutputError(TracegenError):
+    """An output file could not be written (disk full, permissions)."""
+
+
+class MissingExtraError(TracegenError):
+    """An optional dependency is needed; the message says which `pip install` fixes it."""
+
+
+class SandboxError(TracegenError):
+    """The sandbox cannot run as asked (for example bubblewrap requested but missing)."""
+
+
+class BackendError(TracegenError):
+    """The model server failed in a way retries did not fix."""
+
+    exit_code = 1
+    retryable = False
+
+
+class BackendUnavailable(BackendError):
+    """The server cannot be reached (connection refused, DNS, TLS)."""
+
+    retryable = True
+
+
+class ModelNotFound(BackendError):
+    """The server does not have the requested model."""
+
+
+class BadRequest(BackendError):
+    """The server rejected the request (HTTP 400)."""
+
+
+class AuthError(BackendError):
+    """Missing or wrong OLLAMA_API_KEY (HTTP 401/403)."""
+
+
+class Overloaded(BackendError):
+    """The server is busy or rate-limiting (HTTP 429/503)."""
+
+    retryable = True
+
+
+class ServerError(BackendError):
+    """The server failed (HTTP 500, or an error line mid-stream)."""
+
+    retryable = True
+
+
+class BackendTimeout(BackendError):
+    """The server did not answer in time."""
+
+    retryable = True
+
+
+class ProtocolError(BackendError):
+    """The server sent something that is not Ollama's wire format (a malformed NDJSON line)."""
+
+    retryable = True
+
+
+class LogprobsMissing(BackendError):
+    """--require-logprobs was given and the server returned no logprobs."""

@@ -1,0 +1,40 @@
+"""What the rest of tracegen may ask of the sandbox. Implementation: `tracegen.sandbox.executor`."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from tracegen.schema import ExecResult, Problem
+
+IsolationName = Literal["bwrap", "rlimit"]
+IsolationChoice = Literal["auto", "bwrap", "rlimit"]
+
+
+class SandboxLimits(BaseModel):
+    """Limits applied to every execution."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_s: float = 10.0
+    cpu_s: int = 10
+    memory_mb: int = 1024
+    file_size_mb: int = 16
+    processes: int = 32
+    open_files: int = 64
+    output_bytes: int = 64_000
+
+
+class CodeRunner(Protocol):
+    """Runs untrusted code in a fresh, limited child; never raises for anything the code does."""
+
+    isolation: IsolationName
+
+    async def run_tests(self, code: str, problem: Problem) -> ExecResult:
+        """Run ``problem.setup`` + ``code``, then each of ``problem.tests`` separately."""
+        ...
+
+    async def run_code(self, code: str) -> ExecResult:
+        """Run a script (a tool call) and capture its output; ``tests`` stays empty."""
+        ...

@@ -1,0 +1,267 @@
+"""The JSONL contract: every record tracegen writes or reads.
+
+A trace line is a `Trace` with ``"schema": "tracegen.trace/1"``; a problem line is a
+`Problem` with ``"schema": "tracegen.problem/1"``. Rename a field here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TRACE_SCHEMA = "tracegen.trace/1"
+PROBLEM_SCHEMA = "tracegen.problem/1"
+
+
+class Record(BaseModel):
+    """Base of every record: unknown fields are an error, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# ---------------------------------------------------------------- problems
+
+
+TestKind = Literal["io", "assert", "check", "answer"]
+
+
+class TestCase(Record):
+    """One test of a problem.
+
+    - ``io``: call the entry point with ``args``/``kwargs`` and compare with ``expected``
+      (JSON values; tuples compare equal to lists).
+    - ``assert``: ``code`` holds assert statements that call the entry point by name.
+    - ``check``: ``code`` defines ``check(candidate)`` (HumanEval style).
+    - ``answer``: a math problem's final answer, compared by number with ``expected``.
+    """
+
+    __test__ = False
+
+    name: str
+    kind: TestKind
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    expected: Any = None
+    code: str | None = None
+
+
+class Problem(Record):
+    """A task for the model, with the tests that score it."""
+
+    schema_: Literal["tracegen.problem/1"] = Field(default=PROBLEM_SCHEMA, alias="schema")
+    id: str
+    prompt: str
+    kind: Literal["code", "math"] = "code"
+    entry_point: str | None = None
+    tests: list[TestCase] = Field(min_length=1)
+    setup: str = ""
+    reference_solution: str | None = None
+    source: str = "builtin"
+    tags: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- messages
+
+
+class ToolFunction(Record):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    index: int | None = None
+
+
+class ToolCall(Record):
+    """A structured tool call, in Ollama's shape (``arguments`` is a JSON object)."""
+
+    id: str | None = None
+    function: ToolFunction
+
+
+class ChatMessage(Record):
+    """One message exactly as exchanged with the model server."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    thinking: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_name: str | None = None
+
+
+# ---------------------------------------------------------------- logprobs
+
+
+class TopLogprob(Record):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprob(Record):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[TopLogprob] = Field(default_factory=list)
+
+
+class TurnLogprobs(Record):
+    """The tokens of one assistant turn; ``message_index`` points into ``Trace.messages``."""
+
+    message_index: int
+    tokens: list[TokenLogprob]
+
+
+# ---------------------------------------------------------------- execution
+
+
+ExecStatus = Literal["ok", "failed", "error", "timeout", "memory", "killed", "output-limit"]
+
+
+class TestResult(Record):
+    __test__ = False
+
+    name: str
+    passed: bool
+    expected: str | None = None
+    actual: str | None = None
+    error: str | None = None
+
+
+class ExecResult(Record):
+    """What one sandboxed execution did. ``status`` is ``ok`` only when every test passed."""
+
+    status: ExecStatus
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_s: float = 0.0
+    tests: list[TestResult] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(t.passed for t in self.tests)
+
+    @property
+    def total(self) -> int:
+        return len(self.tests)
+
+
+# ---------------------------------------------------------------- traces
+
+
+StepKind = Literal[
+    "think",
+    "code",
+    "verify",
+    "result",
+    "error",
+    "plan",
+    "reflection",
+    "tool_call",
+    "tool_response",
+    "answer",
+    "text",
+]
+
+
+class Step(Record):
+    """A typed piece of the conversation. ``source`` says who wrote it: the model or tracegen."""
+
+    kind: StepKind
+    text: str
+    source: Literal["model", "system"] = "model"
+    message_index: int | None = None
+    parse_strategy: str | None = None
+    exec_index: int | None = None
+
+
+class Metrics(Record):
+    think_segments: int = 0
+    code_blocks: int = 0
+    executions: int = 0
+    tool_calls: int = 0
+    parse_failures: int = 0
+    parse_strategies: dict[str, int] = Field(default_factory=dict)
+    hallucinated_results: int = 0
+    turns: int = 0
+    exec_timeouts: int = 0
+    repetition_stops: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    generation_s: float = 0.0
+    execution_s: float = 0.0
+    latency_s: float = 0.0
+
+
+class Usage(Record):
+    """Totals of the server's counters over an episode (durations in nanoseconds)."""
+
+    requests: int = 0
+    prompt_eval_count: int = 0
+    eval_count: int = 0
+    total_duration_ns: int = 0
+    load_duration_ns: int = 0
+    prompt_eval_duration_ns: int = 0
+    eval_duration_ns: int = 0
+
+
+class TraceError(Record):
+    """Why an episode failed. ``reason`` is a stable code stats can group by."""
+
+    kind: Literal["backend", "limit", "sandbox", "parse", "internal"]
+    reason: str
+    message: str
+
+
+LogprobsStatus = Literal["present", "absent", "not_requested"]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Trace(Record):
+    """One episode: the exact conversation, its typed steps, the verdict and the metrics."""
+
+    schema_: Literal["tracegen.trace/1"] = Field(default=TRACE_SCHEMA, alias="schema")
+    id: str
+    problem_id: str
+    sample: int = 0
+    mode: str
+    model: str
+    hosts: list[str] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=_now)
+    settings_hash: str = ""
+    messages: list[ChatMessage] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    final_code: str | None = None
+    final_answer: str | None = None
+    verdict: ExecResult | None = None
+    score: float = 0.0
+    success: bool = False
+    reward: float = -1.0
+    is_ideal: bool = False
+    metrics: Metrics = Field(default_factory=Metrics)
+    logprobs: list[TurnLogprobs] = Field(default_factory=list)
+    logprobs_status: LogprobsStatus = "not_requested"
+    continuation: Literal["prefill", "raw"] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    error: TraceError | None = None
+
+    @field_validator("score")
+    @classmethod
+    def _score_in_range(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0:
+            raise ValueError("score must be within [0, 1]")
+        return v
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        """What resume matches on: (problem, sample, mode, model)."""
+        return (self.problem_id, self.sample, self.mode, self.model)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
