@@ -24,7 +24,7 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except TracegenError as e:
             click.echo(f"tracegen: error: {e}", err=True)
-            raise click.exceptions.Exit(e.exit_code) from None
+            raise typer.Exit(e.exit_code) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
@@ -114,6 +114,18 @@ def run(
     top_logprobs: Annotated[
         int | None, typer.Option(help="Alternatives per token (0-20).", rich_help_panel=_GEN)
     ] = None,
+    continuation: Annotated[
+        str | None,
+        typer.Option(
+            help="inline-tools: prefill (/api/chat) or raw (/api/generate).", rich_help_panel=_GEN
+        ),
+    ] = None,
+    tool_parser: Annotated[
+        str | None,
+        typer.Option(
+            help="native-tools: format of tool calls written as text.", rich_help_panel=_GEN
+        ),
+    ] = None,
     prompts_dir: Annotated[
         Path | None, typer.Option(help="Folder of system prompts overriding the shipped ones.")
     ] = None,
@@ -129,12 +141,14 @@ def run(
 ) -> None:
     """Generate traces: run episodes concurrently, score them, append them to a JSONL file."""
     from tracegen.config import RunSettings, load_settings
-    from tracegen.runner import run_command
 
     flags = dict(locals())
     config_file = flags.pop("config")
     flags["hosts"] = flags.pop("host") or None
     settings = load_settings(RunSettings, flags, config_file=config_file)
+
+    from tracegen.runner import run_command
+
     raise typer.Exit(run_command(settings))
 
 

@@ -36,6 +36,12 @@ class GenerationSettings(BaseModel):
     max_steps: int = Field(default=24, ge=1, description="model turns or tagged steps")
     think: bool | None = None
     top_logprobs: int = Field(default=0, ge=0, le=20)
+    continuation: Literal["prefill", "raw"] = Field(
+        default="prefill", description="how inline-tools continues its assistant message"
+    )
+    tool_parser: str | None = Field(
+        default=None, description="native-tools: parser for calls written as text (auto)"
+    )
     prompts_dir: Path | None = None
 
     def digest(self, prompt_text: str) -> str:

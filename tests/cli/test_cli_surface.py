@@ -1,0 +1,64 @@
+"""The command-line surface a new user meets first."""
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from tracegen.cli import app
+
+COMMANDS = ["run", "convert", "stats", "show", "verify", "problems", "doctor"]
+runner = CliRunner()
+
+
+def test_help_lists_every_command_with_one_line_each():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in COMMANDS:
+        assert f" {command} " in result.output
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_answers_help(command):
+    result = runner.invoke(app, [command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+def test_python_dash_m_runs_the_cli():
+    out = subprocess.run(
+        [sys.executable, "-m", "tracegen", "--help"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0
+    assert "convert" in out.stdout
+
+
+def test_help_does_not_import_heavy_modules():
+    code = (
+        "import sys\n"
+        "from tracegen.cli import app\n"
+        "from typer.testing import CliRunner\n"
+        "CliRunner().invoke(app, ['--help'])\n"
+        "print(' '.join(m for m in ('httpx', 'datasets', 'pyarrow', 'tracegen.runner') "
+        "if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_bad_setting_is_one_line_with_exit_status_2():
+    result = runner.invoke(app, ["run", "--concurrency", "-1"])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "tracegen: error: concurrency (flag): Input should be greater than or equal to 1"
+    ]
+
+
+def test_unknown_config_key_is_named(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("modle = 'x'\n")
+    result = runner.invoke(app, ["run", "--config", str(config)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"tracegen: error: {config}: unknown key 'modle'"

@@ -1,0 +1,113 @@
+"""The one JSONL reader and writer: lazy, FILE:LINE errors, crash-safe."""
+
+import gzip
+import resource
+
+import pytest
+
+from tracegen.errors import InputFileError, JsonlError, OutputError
+from tracegen.jsonl import JsonlWriter, iter_lines, iter_records, repair_tail
+from tracegen.schema import Trace
+
+
+def test_writer_appends_whole_lines_and_reader_yields_them_in_order(tmp_path):
+    path = tmp_path / "out.jsonl"
+    with JsonlWriter(path) as w:
+        w.write({"a": 1})
+    with JsonlWriter(path) as w:
+        w.write({"a": 2})
+    assert path.read_bytes() == b'{"a":1}\n{"a":2}\n'
+    assert [row for _, row in iter_lines(path)] == [{"a": 1}, {"a": 2}]
+
+
+def test_reader_is_lazy(tmp_path):
+    path = tmp_path / "lazy.jsonl"
+    path.write_text('{"ok": 1}\nnot json\n')
+    rows = iter_lines(path)
+    assert next(rows) == (1, {"ok": 1})
+    with pytest.raises(JsonlError):
+        next(rows)
+
+
+def test_malformed_line_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"ok": 1}\n\n{"broken": \n')
+    with pytest.raises(JsonlError, match=rf"^{path}:3: not valid JSON"):
+        list(iter_lines(path))
+
+
+def test_non_object_line_names_file_and_line(tmp_path):
+    path = tmp_path / "list.jsonl"
+    path.write_text("[1, 2]\n")
+    with pytest.raises(JsonlError, match=r":1: expected a JSON object, got list"):
+        list(iter_lines(path))
+
+
+def test_errors_can_be_collected_instead_of_raised(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text('{"a": 1}\nnope\n{"a": 2}\n')
+    errors: list[JsonlError] = []
+    rows = [row for _, row in iter_lines(path, on_error=errors.append)]
+    assert rows == [{"a": 1}, {"a": 2}]
+    assert len(errors) == 1
+    assert str(errors[0]).startswith(f"{path}:2: not valid JSON (")
+
+
+def test_schema_errors_name_file_line_and_field(tmp_path):
+    path = tmp_path / "traces.jsonl"
+    path.write_text('{"schema": "tracegen.trace/1", "id": "x", "problem_id": "p", "mode": "m"}\n')
+    with pytest.raises(JsonlError, match=rf"^{path}:1: not a valid Trace: model: Field required"):
+        list(iter_records(path, Trace))
+
+
+def test_missing_file_is_one_clear_error(tmp_path):
+    with pytest.raises(InputFileError, match="no such file"):
+        list(iter_lines(tmp_path / "missing.jsonl"))
+
+
+def test_gzip_files_are_read_transparently(tmp_path):
+    path = tmp_path / "rows.jsonl.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write(b'{"a": 1}\n')
+    assert list(iter_lines(path)) == [(1, {"a": 1})]
+
+
+def test_repair_drops_only_a_last_line_cut_by_a_crash(tmp_path):
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": 3, "b": "cut her')
+    assert repair_tail(path) == len(b'{"a": 3, "b": "cut her')
+    assert path.read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    assert repair_tail(path) == 0
+
+
+def test_repair_of_a_single_cut_line_leaves_an_empty_file(tmp_path):
+    path = tmp_path / "one.jsonl"
+    path.write_bytes(b'{"a": ')
+    assert repair_tail(path) == 6
+    assert path.read_bytes() == b""
+
+
+def test_repair_of_a_missing_file_does_nothing(tmp_path):
+    assert repair_tail(tmp_path / "none.jsonl") == 0
+
+
+def test_a_failed_write_leaves_no_partial_record(tmp_path):
+    path = tmp_path / "small.jsonl"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    with JsonlWriter(path) as w:
+        w.write({"a": 1})
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, hard))
+        try:
+            with pytest.raises(OutputError, match=rf"^{path}: cannot write"):
+                w.write({"big": "x" * 1000})
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        w.write({"a": 2})
+    assert [row for _, row in iter_lines(path)] == [{"a": 1}, {"a": 2}]
+
+
+def test_unwritable_output_is_one_clear_error(tmp_path):
+    target = tmp_path / "is-a-dir"
+    target.mkdir()
+    with pytest.raises(OutputError, match=rf"^{target}: cannot open for writing"):
+        JsonlWriter(target)

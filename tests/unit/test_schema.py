@@ -1,0 +1,138 @@
+"""Every record survives write → read unchanged, and the schema version is enforced."""
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from tracegen.jsonl import JsonlWriter, iter_records
+from tracegen.schema import (
+    TRACE_SCHEMA,
+    ChatMessage,
+    ExecResult,
+    Metrics,
+    Problem,
+    Step,
+    TestCase,
+    TestResult,
+    TokenLogprob,
+    ToolCall,
+    ToolFunction,
+    TopLogprob,
+    Trace,
+    TraceError,
+    TurnLogprobs,
+    Usage,
+)
+
+TOKEN = TokenLogprob(
+    token="def",
+    logprob=-0.25,
+    bytes=[100, 101, 102],
+    top_logprobs=[TopLogprob(token="def", logprob=-0.25), TopLogprob(token="class", logprob=-2.0)],
+)
+TESTS = [
+    TestCase(name="basic", kind="io", args=[[2, 7, 11, 15], 9], expected=[0, 1]),
+    TestCase(name="asserts", kind="assert", code="assert two_sum([3, 3], 6) == [0, 1]"),
+    TestCase(
+        name="check", kind="check", code="def check(candidate):\n    assert candidate([1], 1)"
+    ),
+]
+PROBLEM = Problem(id="two_sum", prompt="Return indices…", entry_point="two_sum", tests=TESTS)
+MATH = Problem(
+    id="gsm8k/1",
+    prompt="How many?",
+    kind="math",
+    tests=[TestCase(name="answer", kind="answer", expected="72")],
+    source="gsm8k",
+)
+VERDICT = ExecResult(
+    status="failed",
+    exit_code=0,
+    stdout="hi\n",
+    duration_s=0.012,
+    tests=[
+        TestResult(name="basic", passed=True, expected="[0, 1]", actual="[0, 1]"),
+        TestResult(name="dup", passed=False, expected="[0, 1]", actual="None"),
+    ],
+)
+TRACE = Trace(
+    id="t-1",
+    problem_id="two_sum",
+    sample=3,
+    mode="inline-tools",
+    model="qwen3:8b",
+    hosts=["http://127.0.0.1:11434"],
+    created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+    settings_hash="abcd",
+    messages=[
+        ChatMessage(role="system", content="You solve problems."),
+        ChatMessage(role="user", content="Solve two_sum."),
+        ChatMessage(
+            role="assistant",
+            content="<think>try</think>",
+            thinking="hidden",
+            tool_calls=[ToolCall(function=ToolFunction(name="python", arguments={"code": "1"}))],
+        ),
+        ChatMessage(role="tool", content='{"stdout": "1"}', tool_name="python"),
+    ],
+    steps=[
+        Step(kind="think", text="try", message_index=2),
+        Step(kind="tool_response", text="{}", source="system", exec_index=0),
+    ],
+    final_code="def two_sum(n, t): ...",
+    verdict=VERDICT,
+    score=0.5,
+    reward=0.0,
+    metrics=Metrics(think_segments=2, parse_strategies={"escaped": 1}, latency_s=1.5),
+    logprobs=[TurnLogprobs(message_index=2, tokens=[TOKEN])],
+    logprobs_status="present",
+    continuation="prefill",
+    usage=Usage(requests=2, eval_count=10),
+    error=TraceError(kind="limit", reason="max_iterations", message="5 iterations used"),
+)
+
+RECORDS: list[BaseModel] = [
+    TOKEN,
+    *TESTS,
+    PROBLEM,
+    MATH,
+    VERDICT,
+    TRACE,
+    Trace(id="t-2", problem_id="p", mode="markers", model="m"),
+]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: type(r).__name__)
+def test_every_record_survives_write_then_read_unchanged(tmp_path, record):
+    path = tmp_path / "records.jsonl"
+    with JsonlWriter(path) as writer:
+        writer.write(record)
+    [(lineno, back)] = list(iter_records(path, type(record)))
+    assert lineno == 1
+    assert back == record
+
+
+def test_every_trace_line_carries_the_schema_version(tmp_path):
+    assert TRACE.to_json()["schema"] == TRACE_SCHEMA
+    assert Trace(id="x", problem_id="p", mode="m", model="m").to_json()["schema"] == TRACE_SCHEMA
+
+
+def test_a_trace_of_another_schema_version_is_refused():
+    data = TRACE.to_json() | {"schema": "tracegen.trace/2"}
+    with pytest.raises(ValidationError):
+        Trace.model_validate(data)
+
+
+def test_a_problem_without_tests_is_refused():
+    with pytest.raises(ValidationError):
+        Problem(id="p", prompt="x", entry_point="f", tests=[])
+
+
+def test_unknown_fields_are_an_error_not_silently_dropped():
+    with pytest.raises(ValidationError):
+        Trace.model_validate(TRACE.to_json() | {"scroe": 1.0})
+
+
+def test_exec_result_counts_passed_tests():
+    assert (VERDICT.passed, VERDICT.total) == (1, 2)
