@@ -140,11 +140,12 @@ def run(
     config: ConfigOpt = None,
 ) -> None:
     """Generate traces: run episodes concurrently, score them, append them to a JSONL file."""
-    from tracegen.config import RunSettings, load_settings
-
     flags = dict(locals())
     config_file = flags.pop("config")
     flags["hosts"] = flags.pop("host") or None
+
+    from tracegen.config import RunSettings, load_settings
+
     settings = load_settings(RunSettings, flags, config_file=config_file)
 
     from tracegen.runner import run_command
@@ -155,7 +156,10 @@ def run(
 @app.command()
 def convert(
     input: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="JSONL output.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="JSONL output [default: IN.<format>.jsonl]."),
+    ] = None,
     chat_format: Annotated[
         bool, typer.Option("--chat-format", help="OpenAI chat `messages` (TRL SFTTrainer).")
     ] = False,
@@ -166,20 +170,39 @@ def convert(
         bool, typer.Option("--training-format", help="Problem + one assistant message.")
     ] = False,
     to_hf: Annotated[
-        Path | None, typer.Option("--to-hf", help="Also save a Hugging Face dataset here.")
+        Path | None,
+        typer.Option("--to-hf", help="Save a Hugging Face dataset (load_from_disk) here."),
     ] = None,
-    parquet: Annotated[Path | None, typer.Option("--parquet", help="Also write Parquet.")] = None,
-    only_success: Annotated[bool, typer.Option("--only-success")] = False,
-    only_ideal: Annotated[bool, typer.Option("--only-ideal")] = False,
+    parquet: Annotated[Path | None, typer.Option("--parquet", help="Write Parquet here.")] = None,
+    only_success: Annotated[
+        bool, typer.Option("--only-success", help="Keep traces that pass every test.")
+    ] = False,
+    only_ideal: Annotated[
+        bool, typer.Option("--only-ideal", help="Keep successful traces of ideal shape.")
+    ] = False,
     reasoning_field: Annotated[
         bool, typer.Option("--reasoning-field", help="Thinking in its own field, not <think>.")
     ] = False,
-    keep_logprobs: Annotated[bool, typer.Option("--keep-logprobs")] = False,
+    keep_logprobs: Annotated[
+        bool, typer.Option("--keep-logprobs", help="Carry token logprobs through.")
+    ] = False,
 ) -> None:
     """Turn traces into chat, ShareGPT or single-message training files, JSONL/HF/Parquet."""
     from tracegen.convert import convert_command
 
-    convert_command(**locals())
+    convert_command(
+        input=input,
+        output=output,
+        chat_format=chat_format,
+        sharegpt=sharegpt,
+        training_format=training_format,
+        to_hf=to_hf,
+        parquet=parquet,
+        only_success=only_success,
+        only_ideal=only_ideal,
+        reasoning_field=reasoning_field,
+        keep_logprobs=keep_logprobs,
+    )
 
 
 @app.command()

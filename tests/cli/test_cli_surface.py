@@ -62,3 +62,20 @@ def test_unknown_config_key_is_named(tmp_path):
     result = runner.invoke(app, ["run", "--config", str(config)])
     assert result.exit_code == 2
     assert result.stderr.strip() == f"tracegen: error: {config}: unknown key 'modle'"
+
+
+def test_run_passes_only_known_settings(monkeypatch):
+    import tracegen.config
+    from tracegen.config import RunSettings, load_settings
+
+    captured = {}
+
+    def capture(model, flags, **kwargs):
+        captured.update(flags)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(tracegen.config, "load_settings", capture)
+    runner.invoke(app, ["run", "--model", "m", "--host", "h1", "--host", "h2"])
+    assert set(captured) <= set(RunSettings.model_fields)
+    settings = load_settings(RunSettings, captured, env={})
+    assert (settings.model, settings.hosts) == ("m", ["http://h1", "http://h2"])
