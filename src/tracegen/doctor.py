@@ -1,0 +1,134 @@
+"""`tracegen doctor`: server reachable, model there, logprobs returned, sandbox isolated?"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from tracegen.config import RunSettings
+from tracegen.errors import BackendError, ModelNotFound, TracegenError
+from tracegen.llm.base import ChatOptions, ChatRequest
+from tracegen.llm.ollama import OllamaBackend
+from tracegen.sandbox import detect_isolation
+from tracegen.schema import ChatMessage
+
+Status = Literal["ok", "warn", "fail"]
+_MARKS = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+
+
+@dataclass
+class Check:
+    """One row of the report."""
+
+    name: str
+    status: Status
+    detail: str
+
+
+def doctor_command(settings: RunSettings) -> int:
+    """Print the checks as a table; 0 when nothing failed, 1 otherwise."""
+    checks = asyncio.run(run_checks(settings))
+    table = Table(title="tracegen doctor", title_justify="left")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for c in checks:
+        table.add_row(c.name, _MARKS[c.status], c.detail)
+    console = Console()
+    console.print(table)
+    failed = sum(c.status == "fail" for c in checks)
+    if failed:
+        console.print(f"[red]{failed} check(s) failed[/]")
+        return 1
+    console.print("[green]ready[/]")
+    return 0
+
+
+async def run_checks(settings: RunSettings) -> list[Check]:
+    """Every host's checks, then the sandbox's."""
+    checks: list[Check] = []
+    for host in settings.hosts:
+        checks += await check_host(settings, host)
+    checks.append(check_sandbox(settings))
+    return checks
+
+
+async def check_host(settings: RunSettings, host: str) -> list[Check]:
+    """Reachability and version, the model, its capabilities, logprobs on a one-token request."""
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    model = settings.model
+    prefix = f"{host} " if len(settings.hosts) > 1 else ""
+    async with OllamaBackend(
+        host, model, api_key=key, timeout_s=settings.request_timeout_s, max_attempts=1
+    ) as backend:
+        try:
+            version = await backend.version()
+        except BackendError as e:
+            return [Check(f"{prefix}host", "fail", str(e))]
+        checks = [Check(f"{prefix}host", "ok", f"{host} reachable, Ollama {version}")]
+        try:
+            info = await backend.show(model)
+        except ModelNotFound as e:
+            return [*checks, Check(f"{prefix}model", "fail", await _not_found(backend, e))]
+        except BackendError as e:
+            return [*checks, Check(f"{prefix}model", "fail", str(e))]
+        checks.append(Check(f"{prefix}model", "ok", f"{model} present"))
+        capabilities = info.get("capabilities") or []
+        checks.append(_capability(settings, prefix, "tools", capabilities))
+        checks.append(_capability(settings, prefix, "thinking", capabilities))
+        checks.append(await _logprobs(settings, prefix, backend))
+        return checks
+
+
+async def _not_found(backend: OllamaBackend, error: ModelNotFound) -> str:
+    try:
+        names = await backend.tags()
+    except BackendError:
+        return str(error)
+    shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
+    return f"{error} (available: {shown or 'none'})"
+
+
+def _capability(settings: RunSettings, prefix: str, name: str, capabilities: list[str]) -> Check:
+    if name in capabilities:
+        return Check(f"{prefix}{name}", "ok", f"{settings.model} supports {name}")
+    needed = (name == "tools" and settings.mode == "native-tools") or (
+        name == "thinking" and settings.think is True
+    )
+    why = "needed by your settings" if needed else "not needed by your settings"
+    return Check(f"{prefix}{name}", "fail" if needed else "warn", f"not supported ({why})")
+
+
+async def _logprobs(settings: RunSettings, prefix: str, backend: OllamaBackend) -> Check:
+    request = ChatRequest(
+        messages=[ChatMessage(role="user", content="Say OK.")],
+        options=ChatOptions(num_predict=1, num_ctx=settings.num_ctx),
+        logprobs=True,
+    )
+    name = f"{prefix}logprobs"
+    try:
+        completion = await backend.chat(request)
+    except BackendError as e:
+        return Check(name, "fail", f"a one-token request failed: {e}")
+    if completion.logprobs:
+        return Check(name, "ok", f"returned ({len(completion.logprobs)} token(s))")
+    detail = "the server returned none: traces will say logprobs_status=absent"
+    if settings.require_logprobs:
+        return Check(name, "fail", f"{detail}, and --require-logprobs is set")
+    return Check(name, "warn", detail)
+
+
+def check_sandbox(settings: RunSettings) -> Check:
+    """Which isolation the sandbox would use, and why it fell back if it did."""
+    try:
+        info = detect_isolation(settings.sandbox)
+    except TracegenError as e:
+        return Check("sandbox", "fail", str(e))
+    detail = f"{info.name}: {info.detail}" if info.detail else info.name
+    if info.warning:
+        return Check("sandbox", "warn", f"{detail} ({info.warning})")
+    return Check("sandbox", "ok", detail)
