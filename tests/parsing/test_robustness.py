@@ -1,0 +1,37 @@
+import contextlib
+import random
+
+from tracegen.parsing import (
+    ToolCallParseError,
+    extract_tool_calls,
+    find_tool_call,
+    parse_tool_call,
+    segment,
+    strip_system_tags,
+)
+
+PIECES = [
+    "<think>", "</think>", "<code>", "</code>", "<tool_call>", "</tool_call>", "<result>",
+    "</result>", "<tool_response>", "<answer>", "```python\n", "```\n", "```text\n", "\n",
+    " ", "'", '"', '"""', "\\", "\\n", "#", "{", "}", "[", "]", ",", ":", "x", "<", "</",
+    "a<b", '"code"', '"name"', '"python"', '"arguments"', "True", "[TOOL_CALLS]", "[ARGS]",
+    "<|python_tag|>", "\t", "\x00", "é", ";",
+]  # fmt: skip
+
+
+def garbled_texts(count: int) -> list[str]:
+    rng = random.Random(5)
+    return ["".join(rng.choices(PIECES, k=rng.randint(0, 50))) for _ in range(count)]
+
+
+def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
+    for text in garbled_texts(3000):
+        steps = segment(text)
+        clean, count = strip_system_tags(text)
+        assert text.startswith(clean) and count >= 0
+        assert all(step.text.strip() for step in steps)
+        extract_tool_calls(text)
+        match = find_tool_call(text)
+        for payload in (text, match.payload if match else ""):
+            with contextlib.suppress(ToolCallParseError):
+                parse_tool_call(payload)
