@@ -87,12 +87,21 @@ def iter_records(
     """Like `iter_lines`, validating each object as ``model``; schema errors name FILE:LINE."""
     for lineno, obj in iter_lines(path, on_error=on_error):
         try:
-            yield lineno, model.model_validate(obj)
-        except ValidationError as e:
-            err = JsonlError(f"{path}:{lineno}: not a valid {model.__name__}: {_short(e)}")
+            record = validate(obj, model, path, lineno)
+        except JsonlError as err:
             if on_error is None:
-                raise err from None
+                raise
             on_error(err)
+            continue
+        yield lineno, record
+
+
+def validate(obj: Row, model: type[M], path: str | Path, lineno: int) -> M:
+    """``obj`` (read from ``path`` at ``lineno``) as ``model``; `JsonlError` names FILE:LINE."""
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        raise JsonlError(f"{path}:{lineno}: not a valid {model.__name__}: {_short(e)}") from None
 
 
 def dumps(record: BaseModel | Row) -> bytes:

@@ -1,0 +1,179 @@
+"""The terminal view of `tracegen stats`: rich tables and small bar charts."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tracegen.stats import Stats
+
+BARS = "▁▂▃▄▅▆▇█"
+HISTOGRAM_BINS = 12
+RATE_WIDTH = 20
+MAX_PROBLEM_ROWS = 30
+PIPE_WIDTH = 120
+
+
+def histogram(counts: Counter[float], bins: int = HISTOGRAM_BINS) -> str:
+    """A one-line bar chart of the values counted: one bar per integer, or ``bins`` bins."""
+    if not counts:
+        return ""
+    lo, hi = min(counts), max(counts)
+    integers = all(float(v).is_integer() for v in counts)
+    if integers and hi - lo < bins:
+        buckets = [counts.get(lo + i, 0) for i in range(int(hi - lo) + 1)]
+    else:
+        buckets = [0] * bins
+        width = (hi - lo) / bins or 1.0
+        for value, n in counts.items():
+            buckets[min(int((value - lo) / width), bins - 1)] += n
+    peak = max(buckets)
+    return "".join(BARS[math.ceil(n / peak * len(BARS)) - 1] if n else " " for n in buckets)
+
+
+def rate_bar(rate: float | None) -> str:
+    if rate is None:
+        return ""
+    full = round(rate * RATE_WIDTH)
+    return "█" * full + "░" * (RATE_WIDTH - full)
+
+
+def num(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}"
+
+
+def pct(rate: float | None) -> str:
+    return "–" if rate is None else f"{rate:.1%}"
+
+
+def _summary(data: dict[str, Any]) -> Table:
+    table = Table(title="Traces", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_column(justify="right")
+    table.add_column()
+    table.add_row("files", str(len(data["files"])), "", "")
+    table.add_row("lines", num(data["lines"]), "", "")
+    table.add_row("malformed lines", num(data["malformed_lines"]), "", "")
+    table.add_row("traces", num(data["traces"]), "", "")
+    for key in ("success", "ideal"):
+        rate = data[f"{key}_rate"]
+        table.add_row(key, num(data[key]), pct(rate), rate_bar(rate))
+    failed = data["failed_episodes"]
+    table.add_row("failed episodes", num(failed), pct(_share(failed, data["traces"])), "")
+    for reason, n in data["failed_by_reason"].items():
+        table.add_row(f"  {reason}", num(n), pct(_share(n, data["traces"])), "")
+    return table
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _distributions(stats: Stats, data: dict[str, Any]) -> Table:
+    table = Table(title="Distributions (every trace)", title_justify="left")
+    table.add_column("metric", style="bold")
+    for name in ("mean", "median", "p90", "max"):
+        table.add_column(name, justify="right")
+    table.add_column("histogram (min → max)")
+    for name, d in data["distributions"].items():
+        table.add_row(
+            name,
+            num(d["mean"]),
+            num(d["median"]),
+            num(d["p90"]),
+            num(d["max"]),
+            histogram(stats.distributions[name]),
+        )
+    return table
+
+
+def _tools(data: dict[str, Any]) -> Table:
+    table = Table(title="Tool calls, hallucinations, logprobs", title_justify="left")
+    table.add_column("", style="bold")
+    table.add_column("count", justify="right")
+    table.add_row("tool-call parse failures", num(data["parse_failures"]))
+    for strategy, n in data["parse_strategies"].items():
+        table.add_row(f"  parsed by {strategy}", num(n))
+    table.add_row("hallucinated results stripped", num(data["hallucinated_results"]))
+    table.add_row("  in traces", num(data["traces_with_hallucinated_results"]))
+    table.add_row("execution timeouts", num(data["exec_timeouts"]))
+    table.add_row("repetition stops", num(data["repetition_stops"]))
+    lp = data["logprobs"]
+    table.add_row("logprobs present", num(lp["present"]))
+    table.add_row("logprobs absent (server sent none)", num(lp["absent"]))
+    table.add_row("logprobs not requested", num(lp["not_requested"]))
+    table.add_row("logprob coverage (present / requested)", pct(lp["coverage"]))
+    table.add_row(
+        "assistant turns with logprobs", f"{lp['turns_with_logprobs']}/{lp['assistant_turns']}"
+    )
+    return table
+
+
+def _problems(data: dict[str, Any]) -> Table:
+    rows = list(data["problems"].items())
+    table = Table(title="Per problem (hardest first)", title_justify="left")
+    table.add_column("problem", no_wrap=True)
+    for name in ("traces", "success", "rate"):
+        table.add_column(name, justify="right")
+    table.add_column("")
+    table.add_column("mean score", justify="right")
+    for pid, row in rows[:MAX_PROBLEM_ROWS]:
+        rate = row["success_rate"]
+        table.add_row(
+            pid,
+            num(row["traces"]),
+            num(row["success"]),
+            pct(rate),
+            rate_bar(rate),
+            num(row["mean_score"]),
+        )
+    if len(rows) > MAX_PROBLEM_ROWS:
+        table.caption = f"… {len(rows) - MAX_PROBLEM_ROWS} more problems (--json lists all)"
+    return table
+
+
+def _groups(by: dict[str, Any]) -> Table:
+    table = Table(title=f"By {by['key']}", title_justify="left")
+    table.add_column(by["key"], style="bold", no_wrap=True)
+    for name in ("traces", "success", "ideal", "failed", "score", "turns", "tokens", "secs"):
+        table.add_column(name, justify="right")
+    for key, g in by["groups"].items():
+        mean = g["mean"]
+        table.add_row(
+            key,
+            num(g["traces"]),
+            pct(g["success_rate"]),
+            pct(g["ideal_rate"]),
+            num(g["failed_episodes"]),
+            num(mean["score"]),
+            num(mean["turns"]),
+            num(mean["completion_tokens"]),
+            num(mean["latency_s"]),
+        )
+    return table
+
+
+def print_stats(stats: Stats, console: Console | None = None) -> None:
+    """Print every table of ``stats``."""
+    if console is None:
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console.width = PIPE_WIDTH
+    data = stats.to_json()
+    console.print(_summary(data))
+    console.print(_distributions(stats, data))
+    console.print(_tools(data))
+    console.print(_problems(data))
+    if "by" in data:
+        console.print(_groups(data["by"]))

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from tests.output.conftest import write_traces
+from tests.traces_factory import all_shapes, markers_trace
+from tracegen.cli import app
+from tracegen.schema import Trace
+
+
+def _stats(runner: CliRunner, *args: str | Path) -> dict:
+    result = runner.invoke(app, ["stats", *map(str, args), "--json"])
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+def _value(trace: Trace, name: str) -> float:
+    return trace.score if name == "score" else getattr(trace.metrics, name)
+
+
+def test_stats_numbers_match_counts_computed_from_the_traces(
+    runner: CliRunner, trace_file: Path, traces: list[Trace]
+) -> None:
+    data = _stats(runner, trace_file)
+    n = len(traces)
+    assert data["traces"] == n and data["malformed_lines"] == 0
+    assert data["success"] == sum(t.success for t in traces)
+    assert data["ideal"] == sum(t.is_ideal for t in traces)
+    assert data["success_rate"] == pytest.approx(data["success"] / n)
+    failed = [t for t in traces if t.error]
+    assert data["failed_episodes"] == len(failed)
+    assert data["failed_by_reason"] == dict(
+        Counter(f"{t.error.kind}/{t.error.reason}" for t in failed if t.error)
+    )
+    for name, d in data["distributions"].items():
+        values = [_value(t, name) for t in traces]
+        assert d["n"] == n
+        assert d["mean"] == pytest.approx(statistics.fmean(values)), name
+        assert d["median"] == pytest.approx(statistics.median(values)), name
+        p90 = statistics.quantiles(values, n=10, method="inclusive")[-1]
+        assert d["p90"] == pytest.approx(p90), name
+        assert (d["min"], d["max"]) == (min(values), max(values))
+    assert data["parse_failures"] == sum(t.metrics.parse_failures for t in traces)
+    strategies: Counter[str] = Counter()
+    for t in traces:
+        strategies.update(t.metrics.parse_strategies)
+    assert data["parse_strategies"] == dict(strategies)
+    assert data["hallucinated_results"] == sum(t.metrics.hallucinated_results for t in traces)
+    statuses = Counter(t.logprobs_status for t in traces)
+    assert {k: data["logprobs"][k] for k in statuses} == dict(statuses)
+    assert data["logprobs"]["turns_with_logprobs"] == sum(len(t.logprobs) for t in traces)
+    for pid, row in data["problems"].items():
+        mine = [t for t in traces if t.problem_id == pid]
+        assert row["traces"] == len(mine)
+        assert row["success"] == sum(t.success for t in mine)
+    assert set(data["problems"]) == {t.problem_id for t in traces}
+
+
+def test_by_mode_breaks_every_count_down(
+    runner: CliRunner, trace_file: Path, traces: list[Trace]
+) -> None:
+    groups = _stats(runner, trace_file, "--by", "mode")["by"]["groups"]
+    assert set(groups) == {t.mode for t in traces}
+    for mode, g in groups.items():
+        mine = [t for t in traces if t.mode == mode]
+        assert g["traces"] == len(mine)
+        assert g["success"] == sum(t.success for t in mine)
+        assert g["failed_episodes"] == sum(t.error is not None for t in mine)
+        turns = statistics.fmean(t.metrics.turns for t in mine)
+        assert g["mean"]["turns"] == pytest.approx(turns)
+
+
+def test_unknown_by_key_is_a_one_line_error(runner: CliRunner, trace_file: Path) -> None:
+    result = runner.invoke(app, ["stats", str(trace_file), "--by", "colour"])
+    assert result.exit_code == 2
+    assert "--by" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_malformed_lines_are_reported_with_file_and_line_and_counted(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = write_traces(tmp_path / "t.jsonl", [markers_trace(0)])
+    with path.open("ab") as fh:
+        fh.write(b'{"cut in the mid\n')
+        fh.write(b'{"schema": "tracegen.trace/2", "id": "x"}\n')
+        fh.write(b'{"schema": "tracegen.trace/1", "id": "y", "mode": "m", "model": "m"}\n')
+        bad_metrics = markers_trace(1).to_json()
+        bad_metrics["metrics"]["turns"] = "three"
+        fh.write(orjson.dumps(bad_metrics) + b"\n")
+        fh.write(b"[1, 2]\n")
+    result = runner.invoke(app, ["stats", str(path), "--json"])
+    assert result.exit_code == 0
+    data = orjson.loads(result.stdout)
+    assert data["traces"] == 1 and data["malformed_lines"] == 5 and data["lines"] == 6
+    for line in range(2, 7):
+        assert f"{path}:{line}:" in result.stderr
+    assert "problem_id" in result.stderr and "metrics.turns" in result.stderr
+
+
+def test_strict_makes_a_malformed_line_fatal(runner: CliRunner, tmp_path: Path) -> None:
+    path = write_traces(tmp_path / "t.jsonl", [markers_trace(0)])
+    with path.open("ab") as fh:
+        fh.write(b"not json\n")
+    result = runner.invoke(app, ["stats", str(path), "--strict"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert f"{path}:2:" in result.stderr
+
+
+def test_missing_file_is_one_line_naming_it(runner: CliRunner, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.jsonl"
+    result = runner.invoke(app, ["stats", str(missing)])
+    assert result.exit_code == 2
+    assert result.stderr == f"tracegen: error: {missing}: no such file\n"
+
+
+def test_globs_are_expanded_by_tracegen(runner: CliRunner, tmp_path: Path) -> None:
+    write_traces(tmp_path / "a.jsonl", all_shapes())
+    write_traces(tmp_path / "b.jsonl", all_shapes())
+    data = _stats(runner, tmp_path / "*.jsonl", tmp_path / "a.jsonl")
+    assert data["files"] == [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]
+    assert data["traces"] == 2 * len(all_shapes())
+    result = runner.invoke(app, ["stats", str(tmp_path / "*.gz")])
+    assert result.exit_code == 2 and "no file matches" in result.stderr
+
+
+def test_tables_show_the_rates_and_problems(runner: CliRunner, trace_file: Path) -> None:
+    result = runner.invoke(app, ["stats", str(trace_file), "--by", "model"])
+    assert result.exit_code == 0
+    out = result.stdout
+    assert "\x1b[" not in out
+    for text in ("success", "60.0%", "p90", "histogram", "sub", "qwen3:8b", "backend/timeout"):
+        assert text in out
+
+
+def test_empty_file_has_zero_traces_and_no_rates(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    data = _stats(runner, path)
+    assert data["traces"] == 0 and data["success_rate"] is None
+    assert data["distributions"]["score"]["median"] is None
+    assert runner.invoke(app, ["stats", str(path)]).exit_code == 0
