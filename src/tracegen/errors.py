@@ -23,6 +23,12 @@ class ProblemFileError(InputFileError):
     """A problem set is malformed; the message names FILE:LINE where it can."""
 
 
+class DatasetUnavailable(TracegenError):
+    """A dataset could not be loaded from the Hugging Face hub (offline, unknown, no access)."""
+
+    exit_code = 1
+
+
 class OutputError(TracegenError):
     """An output file could not be written (disk full, permissions)."""
 

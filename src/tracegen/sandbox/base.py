@@ -38,3 +38,13 @@ class CodeRunner(Protocol):
     async def run_code(self, code: str) -> ExecResult:
         """Run a script (a tool call) and capture its output; ``tests`` stays empty."""
         ...
+
+
+class IsolationInfo(BaseModel):
+    """Which isolation executions get, in words a user can read; ``warning`` if it fell back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: IsolationName
+    detail: str
+    warning: str | None = None

@@ -1,0 +1,538 @@
+"""`Sandbox`: run untrusted Python in fresh, limited, isolated processes, asynchronously."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import itertools
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tracegen.errors import SandboxError
+from tracegen.sandbox import _harness
+from tracegen.sandbox.base import IsolationChoice, SandboxLimits
+from tracegen.sandbox.isolation import (
+    SAFE_ENV,
+    bwrap_command,
+    bwrap_path,
+    count_own_processes,
+    detect_isolation,
+    give_back_uid,
+    prefix_hidden_from_others,
+    python_executable,
+    running_as_root,
+    take_uid,
+)
+from tracegen.schema import ExecResult, ExecStatus, Problem, TestCase, TestResult
+
+_HARNESS_SOURCE = Path(_harness.__file__).read_text(encoding="utf-8")
+_REPORT_LIMIT = 4 << 20
+_START_TIMEOUT_S = 30.0
+_CLEANUP_TIMEOUT_S = 10.0
+_FORGED = "the result channel was forged or garbled"
+_SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 24: "SIGXCPU", 25: "SIGXFSZ", 7: "SIGBUS"}
+
+
+class _TestReport(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    passed: bool
+    expected: str | None = None
+    actual: str | None = None
+    error: str | None = None
+    plain: bool = False
+    value: Any = None
+
+
+class _Report(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    phase: Literal["setup", "code", "entry", "done"]
+    error: str | None = None
+    exit: int | None = None
+    tests: list[_TestReport]
+
+
+class _WorkerDied(Exception):
+    pass
+
+
+@dataclass
+class _Raw:
+    """What one execution produced, before it is judged."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    killed_for: Literal["timeout", "output-limit"] | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    report: bytes = b""
+    report_overflow: bool = False
+    duration_s: float = 0.0
+    worker_died: bool = False
+
+
+@dataclass
+class _Capture:
+    """Reads one pipe to EOF on the event loop, keeping at most ``limit`` bytes."""
+
+    fd: int
+    limit: int
+    overflow: asyncio.Event
+    data: bytearray = field(default_factory=bytearray)
+    truncated: bool = False
+    eof: asyncio.Future[None] | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        os.set_blocking(self.fd, False)
+        self.eof = loop.create_future()
+        loop.add_reader(self.fd, self._read, loop)
+
+    def _read(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.close(loop)
+            return
+        room = self.limit - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+            self.overflow.set()
+        self.data += chunk[: max(room, 0)]
+
+    def close(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.eof is not None and not self.eof.done():
+            loop.remove_reader(self.fd)
+            os.close(self.fd)
+            self.eof.set_result(None)
+
+
+class _Zygote:
+    """The warm interpreter that forks every execution (see `tracegen.sandbox._harness`)."""
+
+    def __init__(self, isolation: str, root: bool) -> None:
+        self.isolation = isolation
+        self.root = root
+        self.alive = False
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._stderr: IO[bytes] | None = None
+        self._workbase: str | None = None
+
+    async def start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if self.isolation == "bwrap":
+            prefix, workbase = bwrap_command(bwrap_path(), self.root), "/tmp"
+        else:
+            self._workbase = workbase = tempfile.mkdtemp(prefix="tracegen-sandbox-")
+            prefix = []
+        config = {
+            "fd": theirs.fileno(),
+            "drop": self.root,
+            "workbase": workbase,
+            "env": SAFE_ENV,
+            "remap_prefix": self.isolation == "rlimit"
+            and self.root
+            and prefix_hidden_from_others(),
+        }
+        cmd = [*prefix, python_executable(), "-I", "-S", "-c", _HARNESS_SOURCE, json.dumps(config)]
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
+        try:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                pass_fds=[theirs.fileno()],
+                env=SAFE_ENV,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        loop = asyncio.get_running_loop()
+        try:
+            ready = await asyncio.wait_for(loop.sock_recv(ours, 1 << 16), _START_TIMEOUT_S)
+        except TimeoutError:
+            ready = b""
+        if not ready:
+            detail = self._stderr_tail()
+            await self.close()
+            raise SandboxError(f"the sandbox could not start: {detail}")
+        self.alive = True
+        loop.add_reader(ours.fileno(), self._on_message)
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return "no output"
+        self._stderr.seek(0)
+        lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "no output"
+
+    def submit(self, run_id: int, request: dict[str, Any], fds: list[int]) -> asyncio.Future[Any]:
+        if not self.alive or self._sock is None:
+            raise _WorkerDied
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[run_id] = future
+        message = orjson.dumps({"op": "run", "id": run_id, **request})
+        try:
+            socket.send_fds(self._sock, [message], fds)
+        except OSError:
+            self._pending.pop(run_id, None)
+            self._died()
+            raise _WorkerDied from None
+        return future
+
+    def kill(self, run_id: int) -> None:
+        if self.alive and self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.send(orjson.dumps({"op": "kill", "id": run_id}))
+
+    def _on_message(self) -> None:
+        assert self._sock is not None
+        while True:
+            try:
+                data = self._sock.recv(1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._died()
+                return
+            done = orjson.loads(data)
+            future = self._pending.pop(done["id"], None)
+            if future is not None and not future.done():
+                future.set_result(done)
+
+    def _died(self) -> None:
+        if self._sock is not None and self.alive:
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
+        self.alive = False
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(_WorkerDied())
+        self._pending.clear()
+
+    async def close(self) -> None:
+        if self._sock is not None:
+            if self.alive:
+                asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self.alive = False
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            try:
+                await asyncio.to_thread(self._proc.wait, _CLEANUP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._proc.pid, 9)
+                await asyncio.to_thread(self._proc.wait)
+            self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self._workbase is not None:
+            await asyncio.to_thread(_remove_tree, self._workbase)
+            self._workbase = None
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Sandbox:
+    """Runs untrusted code: a fresh process per execution, limits, isolation, typed results.
+
+    ``isolation="auto"`` uses bubblewrap when it works here and falls back to rlimits with
+    ``.warning`` set; ``"bwrap"`` raises `SandboxError` when bubblewrap is unusable. At most
+    ``concurrency`` executions (default: the number of cores) run at once.
+    """
+
+    def __init__(
+        self,
+        isolation: IsolationChoice | str = "auto",
+        limits: SandboxLimits | None = None,
+        concurrency: int | None = None,
+    ) -> None:
+        info = detect_isolation(isolation)
+        self.isolation = info.name
+        self.warning = info.warning
+        self.detail = info.detail
+        self.limits = limits or SandboxLimits()
+        self.concurrency = max(1, concurrency or os.cpu_count() or 1)
+        self._root = running_as_root()
+        self._nproc = self.limits.processes
+        if not self._root:
+            self._nproc += count_own_processes() + self.concurrency
+        self._semaphore = asyncio.Semaphore(self.concurrency)
+        self._ids = itertools.count(1)
+        self._zygote: _Zygote | None = None
+        self._zygote_lock = asyncio.Lock()
+
+    async def __aenter__(self) -> Sandbox:
+        await self._ensure_zygote()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._zygote is not None:
+            await self._zygote.close()
+            self._zygote = None
+
+    async def run_tests(self, code: str, problem: Problem) -> ExecResult:
+        """Run ``problem.setup`` + ``code``, then each non-``answer`` test separately."""
+        tests = [t for t in problem.tests if t.kind != "answer"]
+        if not tests:
+            setup = f"{problem.setup}\n" if problem.setup else ""
+            return await self.run_code(setup + code)
+        payload = {
+            "mode": "tests",
+            "setup": problem.setup,
+            "code": code,
+            "entry_point": problem.entry_point,
+            "tests": [
+                t.model_dump(include={"name", "kind", "args", "kwargs", "expected", "code"})
+                for t in tests
+            ],
+        }
+        raw, key = await self._execute(payload)
+        return _judge(raw, key, tests)
+
+    async def run_code(self, code: str) -> ExecResult:
+        """Run a script and capture its output; ``tests`` stays empty."""
+        raw, key = await self._execute({"mode": "code", "code": code})
+        return _judge(raw, key, None)
+
+    async def _ensure_zygote(self) -> _Zygote:
+        async with self._zygote_lock:
+            if self._zygote is None or not self._zygote.alive:
+                if self._zygote is not None:
+                    await self._zygote.close()
+                    self._zygote = None
+                zygote = _Zygote(self.isolation, self._root)
+                await zygote.start()
+                self._zygote = zygote
+            return self._zygote
+
+    async def _execute(self, payload: dict[str, Any]) -> tuple[_Raw, bytes]:
+        key = os.urandom(32)
+        data = orjson.dumps({**payload, "key": key.hex()})
+        async with self._semaphore:
+            uid = take_uid()
+            try:
+                zygote = await self._ensure_zygote()
+                try:
+                    return await self._run(zygote, uid, data), key
+                except _WorkerDied:
+                    return _Raw(worker_died=True), key
+            finally:
+                give_back_uid(uid)
+
+    async def _run(self, zygote: _Zygote, uid: int, data: bytes) -> _Raw:
+        loop = asyncio.get_running_loop()
+        limits = self.limits
+        pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]
+        child_fds = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+        overflow = asyncio.Event()
+        captures = [
+            _Capture(pipes[1][0], limits.output_bytes, overflow),
+            _Capture(pipes[2][0], limits.output_bytes, overflow),
+            _Capture(pipes[3][0], _REPORT_LIMIT, asyncio.Event()),
+        ]
+        request = {
+            "uid": uid,
+            "limits": limits.model_dump(
+                include={"cpu_s", "memory_mb", "file_size_mb", "open_files"}
+            )
+            | {"processes": self._nproc},
+        }
+        run_id = next(self._ids)
+        started = time.perf_counter()
+        try:
+            done_future = zygote.submit(run_id, request, child_fds)
+        except _WorkerDied:
+            for fd in (pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]):
+                os.close(fd)
+            raise
+        finally:
+            for fd in child_fds:
+                os.close(fd)
+        for capture in captures:
+            capture.start(loop)
+        writer = asyncio.ensure_future(_write_all(pipes[0][1], data))
+        raw = _Raw()
+        overflow_wait = asyncio.ensure_future(overflow.wait())
+        try:
+            try:
+                async with asyncio.timeout(limits.timeout_s):
+                    await asyncio.wait({done_future, overflow_wait}, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                raw.killed_for = "timeout"
+            if not done_future.done():
+                if raw.killed_for is None:
+                    raw.killed_for = "output-limit"
+                zygote.kill(run_id)
+            done = await asyncio.wait_for(done_future, _CLEANUP_TIMEOUT_S)
+            raw.duration_s = time.perf_counter() - started
+            await asyncio.wait_for(
+                asyncio.gather(*(c.eof for c in captures if c.eof)), _CLEANUP_TIMEOUT_S
+            )
+        except TimeoutError:
+            zygote.kill(run_id)
+            raise _WorkerDied from None
+        finally:
+            overflow_wait.cancel()
+            writer.cancel()
+            for capture in captures:
+                capture.close(loop)
+        raw.exit_code, raw.signal = done["exit"], done["signal"]
+        out, err, report = captures
+        raw.stdout, raw.stdout_truncated = bytes(out.data), out.truncated
+        raw.stderr, raw.stderr_truncated = bytes(err.data), err.truncated
+        raw.report, raw.report_overflow = bytes(report.data), report.truncated
+        if raw.killed_for is None and (out.truncated or err.truncated):
+            raw.killed_for = "output-limit"
+        return raw
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    """Feed the payload to the child's stdin without blocking the loop, then close it."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    try:
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_writer(fd, ready.set_result, None)
+                try:
+                    await ready
+                finally:
+                    loop.remove_writer(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _parse_report(raw: _Raw, key: bytes) -> _Report | None:
+    """The child's report if it is authentic and well-formed, else None."""
+    if raw.report_overflow or b"\n" not in raw.report:
+        return None
+    mac, body = raw.report.split(b"\n", 1)
+    expected = hmac.new(key, body, "sha256").hexdigest().encode()
+    if not hmac.compare_digest(mac, expected):
+        return None
+    try:
+        return _Report.model_validate(json.loads(body))
+    except (ValueError, ValidationError):
+        return None
+
+
+def _test_results(report: _Report, tests: list[TestCase]) -> list[TestResult] | None:
+    """Per-test results, with ``io`` verdicts recomputed here; None if they do not add up."""
+    if len(report.tests) != len(tests):
+        return None
+    results = []
+    for got, test in zip(report.tests, tests, strict=True):
+        if got.name != test.name:
+            return None
+        passed = got.passed
+        if test.kind == "io":
+            equal = _harness.values_equal(got.value, test.expected)
+            passed = got.plain and got.error is None and equal
+            if got.passed != passed:
+                return None
+        results.append(
+            TestResult(
+                name=got.name,
+                passed=passed,
+                expected=got.expected,
+                actual=got.actual,
+                error=got.error,
+            )
+        )
+    return results
+
+
+def _memory_error(report: _Report) -> bool:
+    errors = [report.error, *(t.error for t in report.tests)]
+    return any(e is not None and e.startswith("MemoryError") for e in errors)
+
+
+def _judge(raw: _Raw, key: bytes, tests: list[TestCase] | None) -> ExecResult:
+    result = ExecResult(
+        status="error",
+        exit_code=raw.exit_code,
+        stdout=raw.stdout.decode(errors="replace"),
+        stderr=raw.stderr.decode(errors="replace"),
+        stdout_truncated=raw.stdout_truncated,
+        stderr_truncated=raw.stderr_truncated,
+        duration_s=round(raw.duration_s, 6),
+    )
+    status, error = _verdict(raw, key, tests, result)
+    result.status, result.error = status, error
+    return result
+
+
+def _verdict(
+    raw: _Raw, key: bytes, tests: list[TestCase] | None, result: ExecResult
+) -> tuple[ExecStatus, str | None]:
+    if raw.worker_died:
+        return "error", "the sandbox worker died during the execution"
+    if raw.killed_for == "timeout":
+        return "timeout", "wall-clock timeout: the execution was killed"
+    if raw.killed_for == "output-limit":
+        return "output-limit", "output limit exceeded: the execution was killed"
+    if raw.signal is not None:
+        name = _SIGNALS.get(raw.signal, f"signal {raw.signal}")
+        if raw.signal == 24:
+            return "timeout", "CPU time limit exceeded (SIGXCPU)"
+        return "killed", f"killed by {name}"
+    report = _parse_report(raw, key)
+    if report is None:
+        if raw.report:
+            return "error", _FORGED
+        if tests is None:
+            status: ExecStatus = "ok" if raw.exit_code == 0 else "error"
+            return status, None if status == "ok" else f"exit status {raw.exit_code}"
+        return "error", f"the process exited (status {raw.exit_code}) before reporting results"
+    if _memory_error(report):
+        return "memory", report.error or "MemoryError"
+    if tests is None:
+        if report.phase != "done" or report.tests:
+            return "error", _FORGED
+        return ("ok", None) if raw.exit_code == 0 else ("error", report.error)
+    if report.phase != "done":
+        return "error", report.error
+    results = _test_results(report, tests)
+    if results is None:
+        return "error", _FORGED
+    result.tests = results
+    return ("ok", None) if all(r.passed for r in results) else ("failed", None)

@@ -1,0 +1,203 @@
+"""Hostile code: after each, tracegen is alive, nothing is left running, the status says why."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.conftest import LIMITS, sandbox_processes
+from tracegen.sandbox import Sandbox
+from tracegen.schema import Problem, TestCase
+
+SQUARE = Problem(
+    id="square",
+    prompt="",
+    entry_point="square",
+    tests=[TestCase(name="three", kind="io", args=[3], expected=9)],
+)
+
+
+async def run_and_check(sandbox: Sandbox, code: str):
+    result = await sandbox.run_tests(code, SQUARE)
+    assert sandbox_processes() == []
+    return result
+
+
+async def test_infinite_loop_times_out(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "while True:\n    pass\n")
+    assert result.status == "timeout"
+
+
+async def test_busy_loop_in_a_thread_times_out(sandbox: Sandbox) -> None:
+    code = (
+        "import threading\n"
+        "def spin():\n    while True:\n        pass\n"
+        "t = threading.Thread(target=spin)\nt.start()\nt.join()\n"
+    )
+    assert (await run_and_check(sandbox, code)).status == "timeout"
+
+
+async def test_fork_bomb_is_contained_and_cleaned_up(sandbox: Sandbox) -> None:
+    code = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
+    result = await run_and_check(sandbox, code)
+    assert result.status in ("timeout", "killed")
+    assert (await sandbox.run_code("print('still fine')")).stdout == "still fine\n"
+
+
+async def test_process_limit_really_applies(sandbox: Sandbox) -> None:
+    code = (
+        "import os, time\nn = 0\n"
+        "try:\n    for _ in range(200):\n        if os.fork() == 0:\n            time.sleep(60)\n"
+        "            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n)\n"
+    )
+    result = await sandbox.run_code(code)
+    assert result.status == "ok"
+    assert int(result.stdout) < LIMITS.processes
+    assert sandbox_processes() == []
+
+
+async def test_allocating_10_gb_is_a_memory_error(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "x = bytearray(10 * 1024 ** 3)\n")
+    assert result.status == "memory"
+
+
+async def test_writing_a_2_gb_file_fails_at_the_size_limit(sandbox: Sandbox) -> None:
+    code = (
+        "with open('big', 'wb') as f:\n    for _ in range(2048):\n        f.write(b'x' * 2**20)\n"
+    )
+    result = await run_and_check(sandbox, code)
+    assert result.status == "error"
+    assert "File too large" in (result.error or "")
+
+
+async def test_printing_100_mb_hits_the_output_limit(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "import sys\nsys.stdout.write('x' * 100_000_000)\n")
+    assert result.status == "output-limit"
+    assert result.stdout_truncated and len(result.stdout) == LIMITS.output_bytes
+
+
+async def test_api_key_and_home_files_are_out_of_reach(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("OLLAMA_API_KEY", "sk-secret-key")
+    secret = tmp_path / "credentials"
+    secret.write_text("sk-secret-file")
+    secret.chmod(0o600)
+    code = (
+        "import os\nprint(os.environ.get('OLLAMA_API_KEY'), os.environ['HOME'] == os.getcwd())\n"
+        f"for path in ({str(secret)!r}, {str(Path.home())!r}):\n"
+        "    try:\n        print(open(path).read() if os.path.isfile(path) else os.listdir(path))\n"
+        "    except OSError as e:\n        print(type(e).__name__)\n"
+    )
+    for flavour in ("bwrap", "rlimit"):
+        async with Sandbox(flavour, limits=LIMITS) as sandbox:
+            result = await sandbox.run_code(code)
+        assert result.status == "ok"
+        assert "sk-secret" not in result.stdout
+        assert result.stdout.splitlines()[0] == "None True"
+
+
+async def test_network_is_blocked_under_bwrap(bwrap_sandbox: Sandbox) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+        result = await bwrap_sandbox.run_code(code)
+    assert result.status == "error"
+    assert "Error" in (result.error or "")
+
+
+async def test_writing_outside_the_working_directory_leaves_no_file(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    name = f"escape-{uuid.uuid4().hex}"
+    targets = [tmp_path / name, Path.cwd() / name]
+    if sandbox.isolation == "bwrap":
+        targets.append(Path("/tmp") / name)
+    code = (
+        f"for path in {[str(t) for t in targets]!r}:\n"
+        "    try:\n        open(path, 'w').write('x')\n    except OSError:\n        pass\n"
+    )
+    await sandbox.run_code(code)
+    assert [t for t in targets if t.exists()] == []
+
+
+async def test_killing_the_parent_is_refused(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "import os\nos.kill(os.getppid(), 9)\n")
+    assert result.status == "error"
+    assert (await sandbox.run_code("print(1)")).status == "ok"
+
+
+async def test_sys_exit_before_the_tests_is_an_error(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "import sys\nsys.exit(0)\n")
+    assert (result.status, result.error) == ("error", "SystemExit: 0")
+
+
+async def test_os_exit_before_the_tests_is_an_error(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "import os\nos._exit(0)\n")
+    assert result.status == "error"
+    assert "before reporting results" in (result.error or "")
+
+
+async def test_printing_a_fake_result_line_does_not_pass(sandbox: Sandbox) -> None:
+    code = (
+        'print(\'{"phase": "done", "tests": [{"name": "three", "passed": true}]}\')\n'
+        "print('all tests passed')\ndef square(x):\n    return 0\n"
+    )
+    result = await run_and_check(sandbox, code)
+    assert result.status == "failed"
+
+
+async def test_writing_a_forged_report_to_the_channel_is_an_error(sandbox: Sandbox) -> None:
+    code = (
+        "import os\n"
+        'fake = b\'0\' * 64 + b\'\\n{"phase": "done", "tests": [{"name": "three", '
+        '"passed": true, "plain": true, "value": 9}]}\'\n'
+        "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+        "    try:\n        os.write(fd, fake)\n    except OSError:\n        pass\n"
+        "os._exit(0)\n"
+    )
+    result = await run_and_check(sandbox, code)
+    assert result.status == "error"
+    assert result.error == "the result channel was forged or garbled"
+
+
+async def test_deep_recursion_is_a_test_failure(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "def square(x):\n    return square(x)\n")
+    assert result.status == "failed"
+    assert (result.tests[0].error or "").startswith("RecursionError")
+
+
+async def test_unbounded_recursion_never_passes(sandbox: Sandbox) -> None:
+    code = "import sys\nsys.setrecursionlimit(10**9)\ndef square(x):\n    return square(x) + 1\n"
+    result = await run_and_check(sandbox, code)
+    assert result.status in ("killed", "memory", "failed", "timeout")
+
+
+async def test_syntax_error_is_an_error(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "def square(x) return x\n")
+    assert result.status == "error"
+    assert (result.error or "").startswith("SyntaxError")
+
+
+async def test_missing_entry_point_is_an_error(sandbox: Sandbox) -> None:
+    result = await run_and_check(sandbox, "def cube(x):\n    return x ** 3\n")
+    assert result.status == "error"
+    assert "'square' is not defined" in (result.error or "")
+
+
+async def test_ignoring_signals_does_not_escape_the_timeout(sandbox: Sandbox) -> None:
+    code = (
+        "import signal\n"
+        "for s in (signal.SIGTERM, signal.SIGALRM, signal.SIGXCPU, signal.SIGINT, signal.SIGHUP):\n"
+        "    signal.signal(s, signal.SIG_IGN)\n"
+        "while True:\n    pass\n"
+    )
+    result = await run_and_check(sandbox, code)
+    assert result.status == "timeout"
+    assert os.getpid() > 0

@@ -1,0 +1,153 @@
+"""Ordinary executions: verdicts per test kind, expected vs actual, setup, scripts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tracegen.errors import SandboxError
+from tracegen.sandbox import Sandbox, detect_isolation, isolation
+from tracegen.schema import Problem, TestCase
+
+
+def problem(*tests: TestCase, entry_point: str | None = "f", setup: str = "") -> Problem:
+    return Problem(id="p", prompt="", entry_point=entry_point, tests=list(tests), setup=setup)
+
+
+def io(name: str, args: list, expected: object) -> TestCase:
+    return TestCase(name=name, kind="io", args=args, expected=expected)
+
+
+async def test_passing_solution_is_ok_with_one_result_per_test(sandbox: Sandbox) -> None:
+    p = problem(io("a", [1, 2], 3), io("b", [0, 0], 0))
+    result = await sandbox.run_tests("def f(a, b):\n    return a + b\n", p)
+    assert result.status == "ok"
+    assert [(t.name, t.passed) for t in result.tests] == [("a", True), ("b", True)]
+
+
+async def test_failing_test_reports_expected_and_actual(sandbox: Sandbox) -> None:
+    p = problem(io("good", [2], 4), io("bad", [3], 9))
+    result = await sandbox.run_tests("def f(x):\n    return x + x\n", p)
+    assert result.status == "failed"
+    bad = result.tests[1]
+    assert (bad.passed, bad.expected, bad.actual) == (False, "9", "6")
+    assert result.passed == 1 and result.total == 2
+
+
+async def test_exception_in_a_test_names_the_error(sandbox: Sandbox) -> None:
+    result = await sandbox.run_tests("def f(x):\n    return 1 / x\n", problem(io("zero", [0], 1)))
+    assert result.status == "failed"
+    assert result.tests[0].error == "ZeroDivisionError: division by zero"
+
+
+async def test_tuples_equal_lists_and_floats_have_a_tolerance(sandbox: Sandbox) -> None:
+    p = problem(io("tuple", [], [[1, 2], 0.3]))
+    result = await sandbox.run_tests("def f():\n    return ((1, 2), 0.1 + 0.2)\n", p)
+    assert result.status == "ok"
+
+
+async def test_bool_does_not_pass_for_an_int(sandbox: Sandbox) -> None:
+    result = await sandbox.run_tests("def f():\n    return True\n", problem(io("one", [], 1)))
+    assert result.status == "failed"
+
+
+async def test_object_claiming_equality_with_everything_fails(sandbox: Sandbox) -> None:
+    code = (
+        "class Any:\n    def __eq__(self, o):\n        return True\n\ndef f():\n    return Any()\n"
+    )
+    result = await sandbox.run_tests(code, problem(io("x", [], 5)))
+    assert result.status == "failed"
+
+
+async def test_assert_tests_run_in_the_solution_namespace(sandbox: Sandbox) -> None:
+    tests = [
+        TestCase(name="ok", kind="assert", code="assert double(2) == 4"),
+        TestCase(name="no", kind="assert", code="assert double(3) == 7"),
+    ]
+    p = problem(*tests, entry_point=None)
+    result = await sandbox.run_tests("def double(x):\n    return 2 * x\n", p)
+    assert [t.passed for t in result.tests] == [True, False]
+    assert result.tests[1].error == "AssertionError: assert double(3) == 7"
+
+
+async def test_check_tests_call_check_with_the_entry_point(sandbox: Sandbox) -> None:
+    check = "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(2) == 5\n"
+    result = await sandbox.run_tests(
+        "def f(x):\n    return x * x\n", problem(TestCase(name="c", kind="check", code=check))
+    )
+    assert result.status == "failed"
+    assert result.tests[0].error == "AssertionError: assert candidate(2) == 5"
+
+
+async def test_setup_runs_before_the_solution(sandbox: Sandbox) -> None:
+    p = problem(io("a", [[3, 1]], [1, 3]), setup="from typing import List\nKEY = None\n")
+    code = "def f(xs: List[int]) -> List[int]:\n    return sorted(xs, key=KEY)\n"
+    assert (await sandbox.run_tests(code, p)).status == "ok"
+
+
+async def test_answer_only_problem_just_runs_the_code(sandbox: Sandbox) -> None:
+    p = Problem(
+        id="m",
+        prompt="",
+        kind="math",
+        tests=[TestCase(name="answer", kind="answer", expected="42")],
+    )
+    result = await sandbox.run_tests("print(6 * 7)", p)
+    assert (result.status, result.stdout, result.tests) == ("ok", "42\n", [])
+
+
+async def test_run_code_captures_stdout_stderr_and_exit_status(sandbox: Sandbox) -> None:
+    result = await sandbox.run_code("import sys\nprint('out')\nprint('err', file=sys.stderr)\n")
+    assert (result.status, result.exit_code, result.stdout, result.stderr) == (
+        "ok",
+        0,
+        "out\n",
+        "err\n",
+    )
+
+
+async def test_run_code_exception_gives_error_with_traceback(sandbox: Sandbox) -> None:
+    result = await sandbox.run_code("x = 1\nraise ValueError('boom')\n")
+    assert (result.status, result.exit_code) == ("error", 1)
+    assert result.error == "ValueError: boom"
+    assert 'File "<code>", line 2' in result.stderr and "<string>" not in result.stderr
+
+
+async def test_run_code_nonzero_exit_is_an_error(sandbox: Sandbox) -> None:
+    result = await sandbox.run_code("import sys\nsys.exit(3)\n")
+    assert (result.status, result.exit_code) == ("error", 3)
+
+
+async def test_each_execution_gets_a_fresh_directory_that_is_removed(sandbox: Sandbox) -> None:
+    code = "import os\nopen('state', 'w').write('x')\nprint(os.getcwd())\n"
+    first = await sandbox.run_code(code)
+    second = await sandbox.run_code("import os\nprint(os.listdir('.'))\n")
+    assert second.stdout == "[]\n"
+    if sandbox.isolation == "rlimit":
+        assert not Path(first.stdout.strip()).exists()
+
+
+async def test_concurrent_executions_all_complete(sandbox: Sandbox) -> None:
+    p = problem(io("a", [5], 25))
+    results = await asyncio.gather(
+        *(sandbox.run_tests(f"def f(x):\n    return x * x + {i % 2}\n", p) for i in range(20))
+    )
+    assert [r.status for r in results] == ["ok", "failed"] * 10
+
+
+def test_forcing_bwrap_where_it_is_missing_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    isolation._bwrap_problem.cache_clear()
+    try:
+        with pytest.raises(SandboxError, match="bwrap"):
+            Sandbox("bwrap")
+        info = detect_isolation("auto")
+        assert info.name == "rlimit" and "not installed" in (info.warning or "")
+    finally:
+        isolation._bwrap_problem.cache_clear()
+
+
+def test_rlimit_mode_says_it_has_no_network_isolation() -> None:
+    assert "no network" in detect_isolation("rlimit").detail
