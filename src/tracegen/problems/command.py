@@ -1,0 +1,47 @@
+"""`tracegen problems`: list a problem set as a table, or as tracegen JSONL."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+from rich.console import Console
+from rich.table import Table
+
+from tracegen.jsonl import dumps
+from tracegen.problems.loader import load_problems
+from tracegen.schema import Problem
+
+
+def split_ids(problem_ids: str | None) -> list[str] | None:
+    """``"a, b"`` → ``["a", "b"]``; None or blank → None."""
+    if not problem_ids:
+        return None
+    return [i.strip() for i in problem_ids.split(",") if i.strip()] or None
+
+
+def _test_kinds(problem: Problem) -> str:
+    counts = Counter(t.kind for t in problem.tests)
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def problems_command(
+    *, source: str, limit: int | None, problem_ids: str | None, json_out: bool
+) -> None:
+    """Print the selected problems: a rich table, or one problem JSON object per line."""
+    problems = load_problems(source, limit=limit, problem_ids=split_ids(problem_ids))
+    if json_out:
+        out = sys.stdout.buffer
+        for problem in problems:
+            out.write(dumps(problem))
+        out.flush()
+        return
+    table = Table(title=f"{source}: {len(problems)} problems")
+    table.add_column("id", style="bold")
+    table.add_column("kind")
+    table.add_column("entry point")
+    table.add_column("tests", justify="right")
+    table.add_column("test kinds")
+    for p in problems:
+        table.add_row(p.id, p.kind, p.entry_point or "-", str(len(p.tests)), _test_kinds(p))
+    Console().print(table)

@@ -1,0 +1,109 @@
+"""Read problem files: tracegen JSONL or YAML, and HumanEval/MBPP/GSM8K JSONL (plain or .gz).
+
+Each reader yields ``(where, problem)`` pairs, ``where`` being ``FILE:LINE`` (or, for a
+YAML item without a position, ``FILE:item N``) for error messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tracegen.errors import InputFileError, ProblemFileError
+from tracegen.jsonl import iter_lines
+from tracegen.problems.formats import detect
+from tracegen.schema import Problem
+
+Located = tuple[str, Problem]
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def _explain(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else first["msg"]
+
+
+def problem_from_row(row: Any, where: str, source: str) -> Problem:
+    """Validate one problem in tracegen's format; errors name ``where``."""
+    if not isinstance(row, dict):
+        raise ProblemFileError(f"{where}: expected a problem (a mapping), got {type(row).__name__}")
+    if not row.get("tests"):
+        raise ProblemFileError(f"{where}: problem {row.get('id', '?')!r} has no tests")
+    try:
+        return Problem.model_validate({"source": source, **row})
+    except ValidationError as e:
+        raise ProblemFileError(f"{where}: not a valid problem: {_explain(e)}") from None
+
+
+def _read_jsonl(path: Path, source: str) -> Iterator[Located]:
+    try:
+        for index, (lineno, row) in enumerate(iter_lines(path)):
+            where = f"{path}:{lineno}"
+            found = detect(row)
+            if found is None:
+                yield where, problem_from_row(row, where, source)
+                continue
+            name, mapper = found
+            try:
+                yield where, mapper(row, index)
+            except (ValueError, KeyError, TypeError) as e:
+                raise ProblemFileError(f"{where}: not a valid {name} problem: {e}") from None
+    except ProblemFileError:
+        raise
+    except InputFileError as e:
+        raise ProblemFileError(str(e)) from None
+
+
+def _yaml_items(path: Path) -> tuple[list[Any], list[str]]:
+    """The problem items of a YAML file and where each one starts."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProblemFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProblemFileError(f"{path}: cannot read: {e}") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        reason = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ProblemFileError(f"{where}: not valid YAML: {reason}") from None
+    finally:
+        loader.dispose()
+    if isinstance(data, dict) and isinstance(data.get("problems"), list):
+        extra = sorted(set(data) - {"problems", "schema"})
+        if extra:
+            raise ProblemFileError(f"{path}: unknown top-level key {extra[0]!r}")
+        item_nodes = next(v.value for k, v in node.value if k.value == "problems")
+        items = data["problems"]
+    elif isinstance(data, list):
+        item_nodes, items = node.value, data
+    else:
+        raise ProblemFileError(f"{path}: expected a list of problems or a 'problems:' mapping")
+    wheres = [
+        f"{path}:{n.start_mark.line + 1}" if n.start_mark else f"{path}:item {i}"
+        for i, n in enumerate(item_nodes)
+    ]
+    return items, wheres
+
+
+def _read_yaml(path: Path, source: str) -> Iterator[Located]:
+    items, wheres = _yaml_items(path)
+    for item, where in zip(items, wheres, strict=True):
+        yield where, problem_from_row(item, where, source)
+
+
+def read_problem_file(path: Path, source: str | None = None) -> Iterator[Located]:
+    """Problems of one file; ``source`` (default: the file's stem) labels tracegen-format ones."""
+    label = source or path.name.split(".")[0]
+    if path.suffix.lower() in YAML_SUFFIXES:
+        return _read_yaml(path, label)
+    return _read_jsonl(path, label)

@@ -1,0 +1,86 @@
+"""GSM8K final answers: extraction from model text and comparison by value."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import pytest
+
+from tracegen.problems.math import answers_match, extract_final_answer
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("so x = 3, and the total is \\boxed{18}. Check: 4 + 5 = 9", "18"),
+        ("first \\boxed{1}, corrected: \\boxed{\\frac{3}{4}}", "\\frac{3}{4}"),
+        ("9 * 2 = 18\n#### 1,234", "1,234"),
+        ("She earns 9 eggs * $2. The answer is $18.", "18"),
+        ("Final answer: **42**", "42"),
+        ("3 apples plus 4 pears make 7.", "7"),
+        ("the temperature drops to -3.5 degrees", "-3.5"),
+        ("no number here", None),
+    ],
+)
+def test_final_answer_is_extracted_by_priority(text: str, answer: str | None) -> None:
+    assert extract_final_answer(text) == answer
+
+
+MATCHING = [
+    ("1,000", "1000"),
+    ("$18.00", "18"),
+    ("18.0", "18"),
+    ("50%", "50"),
+    ("3/4", "0.75"),
+    ("\\frac{3}{4}", "0.75"),
+    ("\\boxed{72}", "72"),
+    ("-5", "-5.0"),
+]
+DIFFERENT = [("17", "18"), ("18", "180"), ("-18", "18"), ("1/3", "0.3"), ("", "18")]
+
+
+@pytest.mark.parametrize(("predicted", "expected"), MATCHING)
+def test_equal_values_written_differently_match(predicted: str, expected: str) -> None:
+    assert answers_match(predicted, expected)
+
+
+@pytest.mark.parametrize(("predicted", "expected"), DIFFERENT)
+def test_different_values_do_not_match(predicted: str, expected: str) -> None:
+    assert not answers_match(predicted, expected)
+
+
+def test_math_verify_accepts_expressions_numbers_cannot_read() -> None:
+    assert answers_match("2^3", "8")
+    assert answers_match("\\sqrt{4}", "2")
+
+
+@pytest.fixture
+def without_math_verify(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_import = builtins.__import__
+
+    def no_math_verify(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "math_verify" or name.startswith("math_verify."):
+            raise ImportError("No module named 'math_verify'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_math_verify)
+
+
+@pytest.mark.parametrize(("predicted", "expected"), MATCHING)
+def test_numeric_fallback_matches_without_math_extra(
+    without_math_verify: None, predicted: str, expected: str
+) -> None:
+    assert answers_match(predicted, expected)
+
+
+@pytest.mark.parametrize(("predicted", "expected"), DIFFERENT)
+def test_numeric_fallback_rejects_different_values(
+    without_math_verify: None, predicted: str, expected: str
+) -> None:
+    assert not answers_match(predicted, expected)
+
+
+def test_fallback_compares_non_numbers_as_text(without_math_verify: None) -> None:
+    assert not answers_match("2^3", "8")
+    assert answers_match("Yes", "yes")
