@@ -3,7 +3,19 @@
 A mode owns the conversation of one episode and returns a `Trace`. It never writes files
 and never speaks HTTP: it has a `Backend` and a `CodeRunner`. When the backend gives up
 (a `BackendError` after its retries), the mode returns the trace so far with ``error`` set
-(kind ``backend``); limits hit are failures of kind ``limit``.
+(kind ``backend``, reason from the exception class: ``overloaded``, ``timeout``,
+``server_error``, ``protocol_error``, ``unavailable``…), except for `ModelNotFound`,
+`AuthError` and `BadRequest`, which no other episode would survive either: those propagate
+so the runner stops the run with a clear message. Limits hit (``max_iterations``,
+``max_steps``, ``max_tokens``, ``repetition``) are failures of kind ``limit``, two
+unreadable tool calls in a row one of kind ``parse``; such traces are complete records.
+
+``Trace.logprobs`` has one `TurnLogprobs` per assistant message. In inline-tools, whose one
+assistant message grows over several requests, its tokens are those of every continuation
+in order; text the system inserts (``<tool_response>``, a closing tag a stop sequence
+removed) has no tokens. ``logprobs_status`` is ``absent`` when any completion came back
+without logprobs, ``present`` when every one had them, ``not_requested`` when no model turn
+completed.
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""``inline-tools``: tool calls inside one open ``<think>``, answered in the same message.
+
+The model writes ``<tool_call>{"name": "python", "arguments": {"code": …}}</tool_call>``;
+generation stops at ``</tool_call>`` (put back, as the server removes it); the call is
+parsed (strict → escaped → extracted), its code runs as a script, and
+``<tool_response>{json}</tool_response>`` is appended to the same assistant message, which
+the model then continues (``--continuation prefill|raw``). A call that cannot be parsed is
+answered with a ``tool_response`` saying so; a second failure in a row ends the episode.
+"""
+
+from __future__ import annotations
+
+from tracegen.modes.feedback import tool_error_json, tool_json
+from tracegen.modes.limits import unreadable_twice
+from tracegen.modes.session import SYSTEM_TAG_STOPS, Session, TracedMode, still_open
+from tracegen.parsing.toolcall import ToolCallParseError, find_tool_call, parse_tool_call
+from tracegen.schema import Step, Trace
+
+TOOL_NAME = "python"
+CLOSE = "</tool_call>"
+STOPS = (*SYSTEM_TAG_STOPS, CLOSE)
+FAILED = "failed"
+
+
+def _ends_in_open_call(text: str) -> bool:
+    last, match = None, find_tool_call(text)
+    while match is not None:
+        last, match = match, find_tool_call(text, match.end)
+    return last is not None and not last.closed and last.end == len(text)
+
+
+class InlineTools(TracedMode):
+    name = "inline-tools"
+    default_think = False
+    """The reasoning is the ``<think>`` the model writes, so server thinking is off unless
+    ``think`` is set: a thinking model's parser would move that text out of the content."""
+
+    async def converse(self, session: Session) -> None:
+        completion = await session.generate(STOPS)
+        piece = self._piece(session, completion.content, completion.done_reason)
+        index = session.add_assistant(completion, piece)
+        model_text = ""
+        failed_before = False
+        while True:
+            open_tag = "think" if still_open(model_text, "think") else None
+            steps = session.model_steps(piece, index, open_tag)
+            model_text += piece
+            session.check_cut(completion)
+            calls = [s for s in steps if s.kind == "tool_call"]
+            if not calls or not piece.rstrip().endswith(CLOSE):
+                return
+            session.require_turn()
+            failed_before = await self._answer(session, calls[-1], failed_before)
+            completion = await session.continue_assistant(STOPS)
+            piece = self._piece(session, completion.content, completion.done_reason)
+            session.extend_assistant(completion, piece)
+
+    def _piece(self, session: Session, content: str, done_reason: str | None) -> str:
+        """The model's new text, with the ``</tool_call>`` the stop removed put back when
+        the turn ended inside a call."""
+        clean = session.strip(content)
+        if done_reason == "stop" and clean == content and _ends_in_open_call(clean):
+            clean += CLOSE
+        return clean
+
+    async def _answer(self, session: Session, call: Step, failed_before: bool) -> bool:
+        """Run the call and append its ``tool_response``; whether it failed to parse."""
+        session.metrics.tool_calls += 1
+        try:
+            parsed = parse_tool_call(call.text)
+            if parsed.name != TOOL_NAME or parsed.code is None:
+                raise ToolCallParseError(f'the only tool is "{TOOL_NAME}" with a "code" string')
+        except ToolCallParseError as e:
+            session.metrics.parse_failures += 1
+            call.parse_strategy = FAILED
+            if failed_before:
+                raise unreadable_twice(str(e)) from None
+            body = tool_error_json(f"your tool call could not be parsed: {e}. Write it again.")
+            session.append_system_text(
+                "tool_response", f"\n<tool_response>{body}</tool_response>\n", body
+            )
+            return True
+        session.count_strategy(parsed.strategy)
+        call.parse_strategy = parsed.strategy
+        result = await session.execute(parsed.code, script=True)
+        call.exec_index = session.last_exec
+        body = tool_json(result)
+        session.append_system_text(
+            "tool_response", f"\n<tool_response>{body}</tool_response>\n", body, session.last_exec
+        )
+        return False
+
+    def structure_ok(self, trace: Trace) -> bool:
+        """A think step before and after an executed tool call, every failed call followed by
+        a readable one."""
+        model = [s for s in trace.steps if s.source == "model"]
+        kinds = [s.kind for s in model]
+        executed = [
+            i for i, s in enumerate(model) if s.kind == "tool_call" and s.exec_index is not None
+        ]
+        around = any("think" in kinds[:i] and "think" in kinds[i:] for i in executed)
+        calls = [s.parse_strategy for s in model if s.kind == "tool_call"]
+        recovered = not calls or calls[-1] != FAILED
+        return around and recovered

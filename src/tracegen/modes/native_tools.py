@@ -1,0 +1,120 @@
+"""``native-tools``: a ``python`` tool in the request's ``tools``; structured ``tool_calls``
+run as scripts and are answered with ``tool`` messages.
+
+Calls a model writes as text (Hermes/Qwen, Llama 3, Mistral formats; ``--tool-parser``
+picks one) are recovered: the assistant message keeps the text around them and carries
+them as ``tool_calls``, so the conversation continues as with native calls. A call that
+cannot be read is answered with a user message saying so; a second failure in a row ends
+the episode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tracegen.modes.feedback import tool_error_json, tool_json
+from tracegen.modes.limits import unreadable_twice
+from tracegen.modes.session import SYSTEM_TAG_STOPS, Session, TracedMode
+from tracegen.parsing.tool_parsers import parse_text_tool_calls
+from tracegen.schema import Step, ToolCall, Trace
+
+TOOL_NAME = "python"
+NATIVE = "native"
+FAILED = "failed"
+PYTHON_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": TOOL_NAME,
+        "description": (
+            "Run a Python script in a sandbox and return its status, stdout and stderr. "
+            "Print what you want to see."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The script to run."}},
+            "required": ["code"],
+        },
+    },
+}
+UNREADABLE = (
+    "Your tool call could not be parsed ({reason}). Call the python tool again, with the "
+    "script as the JSON string argument code."
+)
+
+
+class NativeTools(TracedMode):
+    name = "native-tools"
+
+    async def converse(self, session: Session) -> None:
+        failed_before = False
+        while True:
+            completion = await session.generate(SYSTEM_TAG_STOPS, tools=[PYTHON_TOOL])
+            content = session.strip(completion.content)
+            calls, strategies = completion.tool_calls, [NATIVE] * len(completion.tool_calls)
+            failures: list[str] = []
+            if not calls:
+                found = parse_text_tool_calls(content, session.settings.tool_parser)
+                content, calls, failures = found.text, found.calls, found.failures
+                strategies = list(found.strategies)
+            index = session.add_assistant(completion, content, calls)
+            steps = session.model_steps(content, index)
+            session.check_cut(completion)
+            if failures and not calls:
+                self._unreadable(session, steps, content, index, len(failures))
+                if failed_before:
+                    raise unreadable_twice(failures[0])
+                failed_before = True
+                session.add_message("user", UNREADABLE.format(reason=failures[0]))
+                continue
+            if not calls:
+                return
+            failed_before = False
+            session.require_turn()
+            for call, strategy in zip(calls, strategies, strict=True):
+                await self._answer(session, call, strategy, index)
+
+    async def _answer(self, session: Session, call: ToolCall, strategy: str, index: int) -> None:
+        """Run one call and answer it with a ``tool`` message."""
+        session.metrics.tool_calls += 1
+        fn = call.function
+        text = orjson.dumps({"name": fn.name, "arguments": fn.arguments}).decode()
+        step = Step(kind="tool_call", text=text, message_index=index, parse_strategy=strategy)
+        session.steps.append(step)
+        code = fn.arguments.get("code")
+        if fn.name != TOOL_NAME or not isinstance(code, str):
+            session.metrics.parse_failures += 1
+            step.parse_strategy = FAILED
+            body = tool_error_json(f'the only tool is "{TOOL_NAME}" with a "code" string argument')
+        else:
+            session.count_strategy(strategy)
+            body = tool_json(await session.execute(code, script=True))
+            step.exec_index = session.last_exec
+        answer = session.add_message("tool", body, tool_name=TOOL_NAME)
+        session.system_step("tool_response", body, answer, step.exec_index)
+
+    def _unreadable(
+        self, session: Session, steps: list[Step], content: str, index: int, count: int
+    ) -> None:
+        """Count calls no parser could read; mark them (or the whole reply) as failed."""
+        session.metrics.tool_calls += count
+        session.metrics.parse_failures += count
+        marked = [s for s in steps if s.kind == "tool_call"]
+        if not marked:
+            marked = [Step(kind="tool_call", text=content, message_index=index)]
+            session.steps.append(marked[0])
+        for step in marked:
+            step.parse_strategy = FAILED
+
+    def structure_ok(self, trace: Trace) -> bool:
+        """An executed tool call, every failed call followed by a readable one, a final answer
+        without tool calls."""
+        calls = [s for s in trace.steps if s.kind == "tool_call"]
+        last = trace.messages[-1]
+        return (
+            any(s.exec_index is not None for s in calls)
+            and calls[-1].parse_strategy != FAILED
+            and last.role == "assistant"
+            and not last.tool_calls
+        )
