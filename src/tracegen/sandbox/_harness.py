@@ -257,6 +257,57 @@ def harness() -> int:
 # ------------------------------------------------------------------ the zygote
 
 
+PROBER_TIMEOUT_S = 2.0
+"""A prober that has not answered for this long is killed and replaced (it may be stopped)."""
+_PROBER_PRIVILEGED = 72
+_NOBODY = 65534
+
+
+def _only_process_of_uid() -> bool:
+    """Kill every other process of the uid, then ask the kernel whether any is left.
+
+    Under ``RLIMIT_NPROC`` 2 a clone succeeds only while the caller is its real uid's only
+    process (zombies count until reaped). The clone is ``posix_spawn``'s vfork-like one,
+    and exec of ``""`` fails at once, so a success costs microseconds.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+    try:
+        pid = os.posix_spawn("", ["probe"], {})
+    except FileNotFoundError:
+        return True
+    except BlockingIOError:
+        return False
+    os.waitpid(pid, 0)
+    return False
+
+
+def _prober(sock: socket.socket) -> None:
+    """Serve requests ``uid`` -> the same ``uid`` once that uid has no process left.
+
+    It takes the uid as its real and effective uid only, keeping root as saved uid to come
+    back: processes of the uid can signal it (the zygote replaces it if they kill or stop
+    it) but cannot ptrace or otherwise change it, and its ``kill(-1)`` reaches only them.
+    """
+    signal.set_wakeup_fd(-1)
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    os.closerange(3, sock.fileno())
+    os.closerange(sock.fileno() + 1, 1 << 20)
+    resource.setrlimit(resource.RLIMIT_NPROC, (2, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
+    os.setresuid(_NOBODY, _NOBODY, 0)
+    with contextlib.suppress(PermissionError):
+        os.kill(os.getppid(), 0)
+        os._exit(_PROBER_PRIVILEGED)  # its kill(-1) under a uid would hit the zygote
+    os.setresuid(0, 0, 0)
+    while data := sock.recv(64):
+        uid = int(data)
+        os.setresuid(uid, uid, 0)
+        while not _only_process_of_uid():
+            time.sleep(0.0005)
+        os.setresuid(0, 0, 0)
+        sock.send(data)
+
+
 class Zygote:
     """Forks one child per request and reports each once nothing of it is left."""
 
@@ -287,24 +338,42 @@ class Zygote:
         self.sel.register(sock, selectors.EVENT_READ, None)
         self.sel.register(wake_r, selectors.EVENT_READ, "wake")
         self.runs: dict[int, dict[str, Any]] = {}
-        self.by_pid: dict[int, tuple[int, str]] = {}
+        self.by_pid: dict[int, int] = {}
+        self.closing = False
+        self.prober: dict[str, Any] | None = None
+        self.emptying: dict[int, int] = {}
+        self.deadline: float | None = None
 
     def serve(self) -> None:
+        """Until tracegen hangs up and every execution is over and cleaned up."""
         self.sock.send(b'{"ready": true}')
-        while True:
-            for key, _ in self.sel.select():
+        while self.runs or not self.closing:
+            timeout = None if self.deadline is None else self.deadline - time.monotonic()
+            for key, _ in self.sel.select(None if timeout is None else max(timeout, 0)):
                 if key.data is None:
                     if not self._on_request():
-                        self._shutdown()
-                        return
+                        self._close()
                 elif key.data == "wake":
                     with contextlib.suppress(OSError):
                         os.read(key.fd, 4096)
                 elif key.data in self.by_pid:
-                    self._on_exit(*self.by_pid[key.data])
+                    self._on_exit(self.by_pid[key.data])
+                elif self.prober is not None and key.data == (self.prober["pid"], "answer"):
+                    self._on_prober_answer()
+                elif self.prober is not None and key.data == (self.prober["pid"], "exit"):
+                    self._on_prober_exit()
             self._reap_orphans()
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.deadline = None
+                if self.prober is not None:
+                    os.kill(self.prober["pid"], signal.SIGKILL)
 
     def _reap_orphans(self) -> None:
+        if self.prober is not None:
+            # Stopped by a process of the uid it was emptying: replace it now.
+            with contextlib.suppress(ChildProcessError):
+                if os.waitid(os.P_PID, self.prober["pid"], os.WSTOPPED | os.WNOHANG):
+                    os.kill(self.prober["pid"], signal.SIGKILL)
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -313,7 +382,9 @@ class Zygote:
             if info is None:
                 return
             if info.si_pid in self.by_pid:
-                self._on_exit(*self.by_pid[info.si_pid])
+                self._on_exit(self.by_pid[info.si_pid])
+            elif self.prober is not None and info.si_pid == self.prober["pid"]:
+                self._on_prober_exit()
             else:
                 os.waitpid(info.si_pid, 0)
 
@@ -327,11 +398,18 @@ class Zygote:
         msg = json.loads(data)
         if msg["op"] == "kill":
             run = self.runs.get(msg["id"])
-            if run is not None and run["stage"] == "child":
+            if run is not None and "status" not in run:
                 self._kill_group(run["pid"])
             return True
         self._start(msg, fds)
         return True
+
+    def _close(self) -> None:
+        self.closing = True
+        self.sel.unregister(self.sock)
+        for run in self.runs.values():
+            if "status" not in run:
+                self._kill_group(run["pid"])
 
     def _start(self, msg: dict[str, Any], fds: list[int]) -> None:
         run_id, uid = msg["id"], msg["uid"]
@@ -349,14 +427,10 @@ class Zygote:
                 os._exit(code)
         for fd in fds:
             os.close(fd)
-        self.runs[run_id] = {"uid": uid, "workdir": workdir}
-        self._track(run_id, "child", pid)
-
-    def _track(self, run_id: int, stage: str, pid: int) -> None:
-        run = self.runs[run_id]
-        run.update(stage=stage, pid=pid, pidfd=os.pidfd_open(pid))
-        self.by_pid[pid] = (run_id, stage)
-        self.sel.register(run["pidfd"], selectors.EVENT_READ, pid)
+        pidfd = os.pidfd_open(pid)
+        self.runs[run_id] = {"uid": uid, "workdir": workdir, "pid": pid, "pidfd": pidfd}
+        self.by_pid[pid] = run_id
+        self.sel.register(pidfd, selectors.EVENT_READ, pid)
 
     def _child(self, fds: list[int], uid: int, workdir: str, limits: dict[str, int]) -> None:
         os.setsid()
@@ -394,50 +468,77 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
 
-    def _on_exit(self, run_id: int, stage: str) -> None:
+    def _on_exit(self, run_id: int) -> None:
         run = self.runs[run_id]
         pid = run["pid"]
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
         del self.by_pid[pid]
         self.sel.unregister(run["pidfd"])
         os.close(run["pidfd"])
-        if stage == "child":
-            run["status"] = status
-            self._kill_group(pid)
-            if self.drop:
-                self._track(run_id, "reaper", self._spawn_reaper(run["uid"]))
-                return
-        self._finish(run_id)
+        run["status"] = status
+        run["cpu_s"] = usage.ru_utime + usage.ru_stime
+        self._kill_group(pid)
+        if self.drop:
+            self.emptying[run["uid"]] = run_id
+            self._ask_prober(run["uid"])
+        else:
+            self._finish(run_id)
 
-    def _spawn_reaper(self, uid: int) -> int:
-        """A process under ``uid`` that kills every other process of that uid and waits them out.
+    def _ask_prober(self, uid: int) -> None:
+        if self.prober is None:
+            self._spawn_prober()
+        assert self.prober is not None
+        with contextlib.suppress(OSError):  # a dying prober: its replacement is asked again
+            self.prober["sock"].send(str(uid).encode())
+        if self.deadline is None:
+            self.deadline = time.monotonic() + PROBER_TIMEOUT_S
 
-        With RLIMIT_NPROC at 2, its own fork succeeds only once it is the uid's last process
-        (zombies count until we reap them), which is how it knows the slot is clean.
-        """
+    def _spawn_prober(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
-            code = 71
             try:
-                resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                for _ in range(5000):
-                    os.kill(-1, signal.SIGKILL)
-                    try:
-                        probe = os.fork()
-                    except BlockingIOError:
-                        time.sleep(0.001)
-                        continue
-                    if probe == 0:
-                        os._exit(0)
-                    os.waitpid(probe, 0)
-                    code = 0
-                    break
+                _prober(theirs)
             finally:
-                os._exit(code)
-        return pid
+                os._exit(0)
+        theirs.close()
+        ours.setblocking(False)
+        pidfd = os.pidfd_open(pid)
+        self.prober = {"pid": pid, "sock": ours, "pidfd": pidfd}
+        self.sel.register(ours, selectors.EVENT_READ, (pid, "answer"))
+        self.sel.register(pidfd, selectors.EVENT_READ, (pid, "exit"))
+
+    def _on_prober_answer(self) -> None:
+        assert self.prober is not None
+        try:
+            data = self.prober["sock"].recv(64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._on_prober_exit()
+            return
+        run_id = self.emptying.pop(int(data), None)
+        self.deadline = time.monotonic() + PROBER_TIMEOUT_S if self.emptying else None
+        if run_id is not None:
+            self._finish(run_id)
+
+    def _on_prober_exit(self) -> None:
+        """The prober died (killed by a process it was emptying, or stalled): replace it."""
+        prober, self.prober = self.prober, None
+        assert prober is not None
+        os.kill(prober["pid"], signal.SIGKILL)
+        _, status = os.waitpid(prober["pid"], 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _PROBER_PRIVILEGED:
+            raise SystemExit("the prober keeps its capabilities under an unprivileged uid")
+        for key in ("sock", "pidfd"):
+            self.sel.unregister(prober[key])
+        prober["sock"].close()
+        os.close(prober["pidfd"])
+        self.deadline = None
+        for uid in self.emptying:
+            self._ask_prober(uid)
 
     def _finish(self, run_id: int) -> None:
         run = self.runs.pop(run_id)
@@ -447,16 +548,10 @@ class Zygote:
             "id": run_id,
             "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "cpu_s": run["cpu_s"],
         }
         with contextlib.suppress(OSError):
             self.sock.send(json.dumps(done).encode())
-
-    def _shutdown(self) -> None:
-        for run in self.runs.values():
-            self._kill_group(run["pid"])
-        for run_id in list(self.runs):
-            while run_id in self.runs:
-                self._on_exit(run_id, self.runs[run_id]["stage"])
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ import hmac
 import itertools
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -83,6 +84,7 @@ class _Raw:
     report: bytes = b""
     report_overflow: bool = False
     duration_s: float = 0.0
+    cpu_limit_hit: bool = False
     worker_died: bool = False
 
 
@@ -410,6 +412,7 @@ class Sandbox:
             for capture in captures:
                 capture.close(loop)
         raw.exit_code, raw.signal = done["exit"], done["signal"]
+        raw.cpu_limit_hit = done["cpu_s"] >= limits.cpu_s
         out, err, report = captures
         raw.stdout, raw.stdout_truncated = bytes(out.data), out.truncated
         raw.stderr, raw.stderr_truncated = bytes(err.data), err.truncated
@@ -512,8 +515,9 @@ def _verdict(
         return "output-limit", "output limit exceeded: the execution was killed"
     if raw.signal is not None:
         name = _SIGNALS.get(raw.signal, f"signal {raw.signal}")
-        if raw.signal == 24:
-            return "timeout", "CPU time limit exceeded (SIGXCPU)"
+        if raw.signal == signal.SIGXCPU or (raw.signal == signal.SIGKILL and raw.cpu_limit_hit):
+            # SIGXCPU at the soft CPU limit; SIGKILL at the hard one (soft + 1 s) if ignored.
+            return "timeout", f"CPU time limit exceeded ({name})"
         return "killed", f"killed by {name}"
     report = _parse_report(raw, key)
     if report is None:
