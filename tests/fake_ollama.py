@@ -129,6 +129,7 @@ def _cut(text: str, stops: list[str], num_predict: int | None) -> tuple[str, str
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # like Go's listener; 5 resets bursts of new connections
     fake: FakeOllama
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -158,7 +159,7 @@ class FakeOllama:
         self._responder: Responder | None = None
         self._script: deque[Reply | str] | None = None
         self._faults: deque[Fault] = deque()
-        self._random: tuple[float, list[str], random.Random] | None = None
+        self._random: tuple[float, list[Fault], random.Random] | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -214,12 +215,14 @@ class FakeOllama:
         with self._lock:
             self._faults.extend(faults)
 
-    def fail_randomly(self, rate: float, kinds: list[str], seed: int) -> None:
-        """Inject a fault of a random kind into a ``rate`` fraction of chat/generate requests."""
-        unknown = sorted(set(kinds) - set(FAULT_KINDS))
-        if unknown:
-            raise ValueError(f"unknown fault kinds {unknown}; known: {', '.join(FAULT_KINDS)}")
-        self._random = (rate, list(kinds), random.Random(seed))
+    def fail_randomly(self, rate: float, kinds: list[str | Fault], seed: int) -> None:
+        """Inject a fault of a random kind into a ``rate`` fraction of chat/generate requests.
+
+        A kind is a name (default status, message and stall) or a `Fault` used as it is, for
+        example ``Fault("status", 429)`` or ``Fault("stall", seconds=2)``.
+        """
+        faults = [k if isinstance(k, Fault) else Fault(k) for k in kinds]
+        self._random = (rate, faults, random.Random(seed))
 
     def paths(self) -> list[str]:
         """The paths of every request seen, in order."""
@@ -236,8 +239,8 @@ class FakeOllama:
             if self._faults:
                 fault = self._faults.popleft()
             elif self._random is not None and self._random[2].random() < self._random[0]:
-                _, kinds, rng = self._random
-                fault = Fault(rng.choice(kinds))
+                _, faults, rng = self._random
+                fault = rng.choice(faults)
             else:
                 return None
             self.faults_injected[fault.kind] += 1

@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -74,9 +75,12 @@ class RunSettings(GenerationSettings):
     @field_validator("hosts", mode="before")
     @classmethod
     def _split_hosts(cls, v: Any) -> Any:
+        """Comma-separated or a list; normalized, each host once."""
         if isinstance(v, str):
             v = [h for h in v.split(",") if h.strip()]
-        return [normalize_host(h) for h in v] if isinstance(v, list) else v
+        if not isinstance(v, list):
+            return v
+        return list(dict.fromkeys(normalize_host(h) for h in v))
 
     @field_validator("problem_ids", mode="before")
     @classmethod
@@ -90,12 +94,19 @@ class RunSettings(GenerationSettings):
 
 
 def normalize_host(host: str) -> str:
-    """``localhost:11434`` → ``http://localhost:11434``; no trailing slash."""
+    """``localhost:11434`` → ``http://localhost:11434`` (no trailing slash); checks it is a URL."""
     host = host.strip().rstrip("/")
     if not host:
         raise ValueError("empty host")
     if "://" not in host:
         host = f"http://{host}"
+    try:
+        parts = urlsplit(host)
+        parts.port  # noqa: B018 (raises ValueError for a bad port)
+    except ValueError as e:
+        raise ValueError(f"{host!r} is not a URL: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{host!r} is not an http:// or https:// URL")
     return host
 
 
@@ -107,6 +118,8 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid TOML: not UTF-8 text") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
 

@@ -1,0 +1,152 @@
+"""Throughput of `tracegen run` against the loopback Ollama server, and its memory.
+
+For each server parallelism P the fake server answers every request after a fixed latency,
+at most P at a time (like OLLAMA_NUM_PARALLEL). A run of N ``markers`` episodes (one model
+turn each, then one sandboxed test run) is timed from start to exit, and compared with the
+ideal bound P / (latency × turns per episode). A finite run of N episodes cannot beat
+N / (ceil(N / P) × latency × turns) either (the last round is partly empty): both ratios
+are printed. The last rows are the same work one request at a time (as the original
+scripts did), and peak RSS for 200 and 2000 episodes.
+
+    python benchmarks/throughput.py            # the README table (a few minutes)
+    python benchmarks/throughput.py --quick    # fewer episodes, for a smoke check
+
+The server runs in this process and each run in a child process, so the peak RSS printed
+is that of tracegen alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+ANSWER = (
+    "<think>I add the two numbers.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>\n"
+    "<think>Check it.</think>\n<verify>add(1, 2) == 3</verify>"
+)
+
+
+def _peak_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _problems(path: Path, count: int) -> None:
+    import orjson
+
+    with path.open("wb") as fh:
+        for i in range(count):
+            problem = {
+                "id": f"add{i}",
+                "prompt": f"Write add(a, b) returning the sum ({i}).",
+                "entry_point": "add",
+                "tests": [{"name": "t", "kind": "io", "args": [1, 2], "expected": 3}],
+            }
+            fh.write(orjson.dumps(problem) + b"\n")
+
+
+def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
+    """One run against the server at ``url``, in this process; returns its measurements."""
+    from tracegen.config import RunSettings, load_settings
+    from tracegen.jsonl import iter_lines
+    from tracegen.runner import run_command
+
+    with tempfile.TemporaryDirectory() as tmp:
+        problems = Path(tmp) / "problems.jsonl"
+        samples = 10 if episodes >= 100 else 1
+        _problems(problems, episodes // samples)
+        out = Path(tmp) / "traces.jsonl"
+        flags = {
+            "hosts": [url],
+            "model": "test-model",
+            "mode": "markers",
+            "problems": str(problems),
+            "num_samples": samples,
+            "output": str(out),
+            "concurrency": concurrency,
+            "sandbox": "rlimit",
+            "quiet": True,
+        }
+        settings = load_settings(RunSettings, flags, env={})
+        started = time.perf_counter()
+        status = run_command(settings)
+        seconds = time.perf_counter() - started
+        rss_mb = _peak_rss_mb()
+        traces = turns = 0
+        for _, row in iter_lines(out):
+            traces += 1
+            turns += row["usage"]["requests"]
+    if status != 0 or traces != episodes:
+        raise SystemExit(f"run failed: exit {status}, {traces} of {episodes} traces")
+    return {"seconds": seconds, "traces": traces, "turns": turns / traces, "rss_mb": rss_mb}
+
+
+def _case(parallel: int, episodes: int, latency: float, concurrency: int) -> dict[str, float]:
+    """Serve from this process; run tracegen in a child, so its peak RSS is its own."""
+    from tests.fake_ollama import FakeOllama
+
+    with FakeOllama(parallel=parallel, latency_s=latency) as server:
+        server.set_responder(lambda path, body: ANSWER)
+        cmd = [sys.executable, __file__, "--case", server.url, str(episodes), str(concurrency)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"case P={parallel} N={episodes} failed:\n{out.stderr}")
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer episodes")
+    parser.add_argument("--case", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
+    args = parser.parse_args()
+    if args.case:
+        url, n, c = args.case
+        print(json.dumps(run_case(url, int(n), int(c))))
+        return
+
+    n = 40 if args.quick else 200
+    cases = [
+        ("concurrent", 1, n, 0.2, 2),
+        ("concurrent", 8, n, 0.2, 10),
+        ("concurrent", 32, n, 1.0, 36),
+        ("one at a time", 32, n // 4, 0.2, 1),
+    ]
+    header = (
+        f"{'run':<14} {'P':>3} {'latency':>8} {'episodes':>8} {'traces/s':>9} "
+        f"{'P/lat':>7} {'ratio':>6} {'finite':>7} {'ratio':>6} {'RSS MB':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, p, episodes, latency, c in cases:
+        r = _case(p, episodes, latency, c)
+        rate = r["traces"] / r["seconds"]
+        bound = p / (latency * r["turns"])
+        rounds = math.ceil(episodes / p)
+        finite = episodes / (rounds * latency * r["turns"])
+        print(
+            f"{name:<14} {p:>3} {latency:>7.2f}s {episodes:>8} {rate:>9.2f} {bound:>7.2f} "
+            f"{rate / bound:>6.2f} {finite:>7.2f} {rate / finite:>6.2f} {r['rss_mb']:>7.1f}"
+        )
+    print()
+    print(f"{'episodes':>8} {'seconds':>8} {'traces/s':>9} {'peak RSS MB':>12}")
+    for episodes in (200, 400 if args.quick else 2000):
+        r = _case(32, episodes, 0.01, 32)
+        print(
+            f"{episodes:>8} {r['seconds']:>8.1f} {r['traces'] / r['seconds']:>9.1f} "
+            f"{r['rss_mb']:>12.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""What a run shows: a live rich bar on a terminal, plain log lines otherwise, a summary."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from tracegen.schema import Trace
+
+Display = Literal["live", "plain", "quiet"]
+
+
+@dataclass
+class RunStats:
+    """Counters of one run, updated as each episode is recorded."""
+
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    failed: int = 0
+    success: int = 0
+    ideal: int = 0
+    tokens: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, trace: Trace, accepted: bool) -> None:
+        self.done += 1
+        self.accepted += accepted
+        self.rejected += not accepted and trace.error is None
+        self.success += trace.success
+        self.ideal += trace.is_ideal
+        self.tokens += trace.usage.eval_count
+        if trace.error is not None:
+            self.failed += 1
+            self.failures[f"{trace.error.kind}: {trace.error.reason}"] += 1
+
+    @property
+    def elapsed(self) -> float:
+        return max(time.monotonic() - self.started, 1e-9)
+
+    def rate(self, n: int) -> str:
+        return f"{100 * n / self.done:.0f}%" if self.done else "-"
+
+    def eta(self) -> str:
+        if not self.done:
+            return "-"
+        return _duration(self.elapsed / self.done * (self.total - self.done))
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class _StatsLine:
+    """Re-rendered on every refresh, so in-flight and tokens/s stay live between episodes."""
+
+    def __init__(self, stats: RunStats, in_flight: Callable[[], int]) -> None:
+        self.stats = stats
+        self.in_flight = in_flight
+
+    def __rich__(self) -> RenderableType:
+        return _status(self.stats, self.in_flight())
+
+
+def _status(s: RunStats, in_flight: int) -> str:
+    return (
+        f"accepted {s.accepted} · success {s.rate(s.success)} · ideal {s.rate(s.ideal)} · "
+        f"{s.tokens / s.elapsed:.0f} tok/s · in flight {in_flight} · errors {s.failed}"
+    )
+
+
+class Reporter:
+    """Shows the progress of a run in one of three ways: ``live``, ``plain`` or ``quiet``."""
+
+    def __init__(
+        self,
+        stats: RunStats,
+        in_flight: Callable[[], int],
+        *,
+        display: Display,
+        plain_every_s: float = 10.0,
+    ) -> None:
+        self.stats = stats
+        self.in_flight = in_flight
+        self.display = display
+        self.console = Console()
+        self.errors = Console(stderr=True)
+        self.plain_every_s = plain_every_s
+        self._last_line = 0.0
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+        self._live: Live | None = None
+
+    @staticmethod
+    def choose(quiet: bool) -> Display:
+        """``quiet`` when asked, ``live`` on a terminal, else ``plain``."""
+        if quiet:
+            return "quiet"
+        return "live" if Console().is_terminal else "plain"
+
+    def info(self, message: str) -> None:
+        if self.display != "quiet":
+            self.console.print(message, highlight=False, markup=False, soft_wrap=True)
+
+    def warn(self, message: str) -> None:
+        self.notice(f"warning: {message}")
+
+    def notice(self, message: str) -> None:
+        """A line on stderr, shown even with ``--quiet``."""
+        self.errors.print(f"tracegen: {message}", highlight=False, markup=False, soft_wrap=True)
+
+    def start(self) -> None:
+        self.stats.started = time.monotonic()
+        self._last_line = self.stats.started
+        if self.display != "live":
+            return
+        self._bar = Progress(
+            TextColumn("episodes"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self._task = self._bar.add_task("episodes", total=self.stats.total)
+        group = Group(self._bar, _StatsLine(self.stats, self.in_flight))
+        self._live = Live(group, console=self.console, refresh_per_second=4)
+        self._live.start()
+
+    def update(self) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=self.stats.done)
+        elif self.display == "plain":
+            now = time.monotonic()
+            if now - self._last_line >= self.plain_every_s or self.stats.done == self.stats.total:
+                self._last_line = now
+                self._plain_line()
+
+    def _plain_line(self) -> None:
+        s = self.stats
+        clock = time.strftime("%H:%M:%S")
+        self.info(
+            f"{clock} {s.done}/{s.total} done · {_status(s, self.in_flight())} · ETA {s.eta()}"
+        )
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def summary(self, hosts: list[tuple[str, int, int, int]], rejects: Path | None) -> None:
+        """One table: episodes, outcomes, rates, throughput; ``hosts`` rows are
+        (host, requests served, failures, times benched)."""
+        if self.display == "quiet":
+            return
+        s = self.stats
+
+        def kept(n: int) -> str:
+            if not n:
+                return "0"
+            return f"{n} (in {rejects})" if rejects else f"{n} (not kept: see --rejects)"
+
+        table = Table(title="tracegen run", show_header=False, title_justify="left")
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row("episodes", f"{s.done} of {s.total} ({s.skipped} done before)")
+        table.add_row("accepted", str(s.accepted))
+        table.add_row("rejected", kept(s.rejected))
+        table.add_row("failed", kept(s.failed))
+        for reason, n in s.failures.most_common():
+            table.add_row("", f"{n} × {reason}")
+        table.add_row("success rate", s.rate(s.success))
+        table.add_row("ideal rate", s.rate(s.ideal))
+        table.add_row("tokens", f"{s.tokens} ({s.tokens / s.elapsed:.0f}/s)")
+        table.add_row("time", f"{_duration(s.elapsed)} ({s.done / s.elapsed:.2f} traces/s)")
+        for host, served, failures, benched in hosts:
+            table.add_row(host, f"{served} requests, {failures} failed, benched {benched}×")
+        self.console.print(table)

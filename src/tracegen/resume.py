@@ -1,0 +1,236 @@
+"""The files of a run, written so that any interruption can be resumed exactly.
+
+A run writes three JSONL files:
+
+- the output (``-o``), accepted traces;
+- the rejects file (``--rejects``, optional), rejected and failed traces;
+- the state file, ``OUTPUT.state`` beside the output: a header with the settings (again
+  when they change while the files hold no record), then one line per attempted
+  (problem, sample, mode, model) whatever became of it.
+
+Each finished episode is written trace first (output or rejects), state line second,
+each line by one append of a whole line. A kill can therefore cut at most the last line
+of a file, and between the two writes leaves a trace whose state line is missing. On
+start, a cut last line is dropped from every file (`repair_tail`, and the user is told),
+and the attempted keys are the union of the output, the rejects file and the state's
+rejected and failed lines. An accepted trace counts only if it is whole in the output
+(its state line alone does not: the output is the truth for what it holds); a trace
+without its state line still counts; a rejected trace kept only in the state counts once
+its state line is whole; anything cut is simply run again. So a resumed run neither
+duplicates nor skips a sample. Every record carries the settings hash; files holding
+records made with other settings are refused unless ``--overwrite`` starts all three afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from tracegen.config import GenerationSettings
+from tracegen.errors import ConfigError, OutputError
+from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail
+from tracegen.plan import Key
+from tracegen.schema import TRACE_SCHEMA, Record, Trace
+
+STATE_SCHEMA = "tracegen.state/1"
+Outcome = Literal["accepted", "rejected", "failed"]
+
+
+class StateHeader(Record):
+    """First line of a state file: what shaped the traces, to explain a refusal."""
+
+    schema_: Literal["tracegen.state/1"] = Field(default=STATE_SCHEMA, alias="schema")
+    settings_hash: str
+    settings: dict[str, Any]
+
+
+class StateLine(Record):
+    """One attempted episode."""
+
+    schema_: Literal["tracegen.state/1"] = Field(default=STATE_SCHEMA, alias="schema")
+    id: str
+    problem_id: str
+    sample: int
+    mode: str
+    model: str
+    settings_hash: str
+    outcome: Outcome
+
+
+def state_path(output: Path) -> Path:
+    return output.with_name(output.name + ".state")
+
+
+def settings_record(settings: GenerationSettings, system_prompt: str) -> dict[str, Any]:
+    """The settings as recorded in the state header (what `GenerationSettings.digest` hashes)."""
+    data = settings.model_dump(mode="json", exclude={"prompts_dir"})
+    data["prompt_sha256"] = hashlib.sha256(system_prompt.encode()).hexdigest()
+    return data
+
+
+class _Mismatch(Exception):
+    def __init__(self, found: str) -> None:
+        self.found = found
+
+
+class RunFiles:
+    """Opens the run's files, knows what was attempted, and records each episode."""
+
+    def __init__(
+        self,
+        output: Path,
+        rejects: Path | None,
+        *,
+        settings_hash: str,
+        settings: dict[str, Any],
+        overwrite: bool,
+        warn: Callable[[str], None],
+    ) -> None:
+        self.output = output
+        self.rejects = rejects
+        self.state = state_path(output)
+        self.settings_hash = settings_hash
+        kinds = {output: TRACE_SCHEMA, self.state: STATE_SCHEMA}
+        if rejects is not None:
+            if rejects.resolve() == output.resolve():
+                raise ConfigError(f"--rejects {rejects} is the output file; give another file")
+            kinds[rejects] = TRACE_SCHEMA
+        _prepare(kinds, overwrite=overwrite, warn=warn)
+        self.done: set[Key] = set()
+        current = self._scan(settings)
+        self._out = JsonlWriter(output)
+        self._rej = JsonlWriter(rejects) if rejects is not None else None
+        self._state = JsonlWriter(self.state)
+        if not current:
+            self._state.write(StateHeader(settings_hash=settings_hash, settings=settings))
+
+    def _scan(self, settings: dict[str, Any]) -> bool:
+        """Collect the attempted keys; whether the state's last header is the current one."""
+        headers: dict[str, StateHeader] = {}
+        last: StateHeader | None = None
+        try:
+            if self.state.exists():
+                for lineno, row in iter_lines(self.state):
+                    if "settings" in row:
+                        last = _header(self.state, lineno, row)
+                        headers[last.settings_hash] = last
+                    else:
+                        key = self._key(self.state, lineno, row)
+                        if row.get("outcome") != "accepted":
+                            self.done.add(key)
+            for p in (self.output, self.rejects):
+                if p is not None and p.exists():
+                    for lineno, row in iter_lines(p):
+                        self.done.add(self._key(p, lineno, row))
+        except _Mismatch as m:
+            raise ConfigError(_refusal(self.output, headers.get(m.found), settings)) from None
+        return last is not None and last.settings_hash == self.settings_hash
+
+    def _key(self, path: Path, lineno: int, row: dict[str, Any]) -> Key:
+        try:
+            key = (str(row["problem_id"]), int(row["sample"]), str(row["mode"]), str(row["model"]))
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(
+                f"{path}:{lineno}: not a tracegen record (left as it was); give another file"
+            ) from None
+        self._check(str(row.get("settings_hash", "")))
+        return key
+
+    def _check(self, found: str) -> None:
+        if found != self.settings_hash:
+            raise _Mismatch(found)
+
+    def record(self, trace: Trace, outcome: Outcome) -> None:
+        """Write the trace where it belongs, then its state line (see the module docstring)."""
+        if outcome == "accepted":
+            self._out.write(trace)
+        elif self._rej is not None:
+            self._rej.write(trace)
+        self._state.write(
+            StateLine(
+                id=trace.id,
+                problem_id=trace.problem_id,
+                sample=trace.sample,
+                mode=trace.mode,
+                model=trace.model,
+                settings_hash=trace.settings_hash,
+                outcome=outcome,
+            )
+        )
+        self.done.add(trace.key)
+
+    def close(self) -> None:
+        for w in (self._out, self._rej, self._state):
+            if w is not None:
+                w.close()
+
+
+def _refusal(output: Path, before: StateHeader | None, settings: dict[str, Any]) -> str:
+    what = "other settings"
+    if before is not None:
+        changed = sorted(k for k in settings if before.settings.get(k) != settings.get(k))
+        if changed:
+            names = ["prompt" if k == "prompt_sha256" else k for k in changed]
+            what = f"other settings (changed: {', '.join(names)})"
+    return (
+        f"{output} holds traces made with {what}; run again with --overwrite to start "
+        "afresh, or give a new --output"
+    )
+
+
+def _header(path: Path, lineno: int, row: dict[str, Any]) -> StateHeader:
+    try:
+        return StateHeader.model_validate(row)
+    except ValidationError:
+        raise ConfigError(f"{path}:{lineno}: not a tracegen state header") from None
+
+
+def _prepare(kinds: dict[Path, str], *, overwrite: bool, warn: Callable[[str], None]) -> None:
+    """Start the files afresh, or check that they are ours and drop a cut last line."""
+    for p in kinds:
+        if p.is_dir():
+            raise OutputError(f"{p}: is a directory")
+    for p, schema in kinds.items():
+        if overwrite:
+            _truncate(p)
+        else:
+            _ensure_ours(p, schema)
+    if not overwrite:
+        for p in kinds:
+            _repair(p, warn)
+
+
+def _ensure_ours(path: Path, schema: str) -> None:
+    """Refuse, before touching it, a file whose first line is not a tracegen record."""
+    prefix = b'{"schema":"' + schema.encode() + b'"'
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(prefix))
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise OutputError(f"{path}: cannot open: {e.strerror}") from None
+    if not prefix.startswith(head):
+        what = "state" if schema == STATE_SCHEMA else "trace"
+        raise ConfigError(f"{path}: not a tracegen {what} file (left as it was); give another file")
+
+
+def _repair(path: Path, warn: Callable[[str], None]) -> None:
+    try:
+        dropped = repair_tail(path)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot open: {e.strerror}") from None
+    if dropped:
+        warn(f"{path}: dropped an incomplete last line ({dropped} bytes) left by a crash")
+
+
+def _truncate(path: Path) -> None:
+    try:
+        if path.exists():
+            path.open("wb").close()
+    except OSError as e:
+        raise OutputError(f"{path}: cannot overwrite: {e.strerror}") from None

@@ -1,0 +1,179 @@
+"""`tracegen run` end to end against the loopback server: concurrency, hosts, filters, errors."""
+
+from __future__ import annotations
+
+import socket
+from functools import partial
+
+from tests.fake_ollama import FakeOllama, Reply
+from tests.runner.conftest import (
+    expected_ideal,
+    expected_success,
+    keys,
+    problem_number,
+    read,
+    solver,
+)
+from tracegen import runner
+from tracegen.llm.ollama import OllamaBackend
+from tracegen.llm.pool import HostPool
+from tracegen.modes.markers import Markers
+
+
+def dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_every_episode_is_scored_and_written(cli, model, workspace):
+    result = cli(workspace.args(model, "--num-samples", "2"))
+    assert result.exit_code == 0, result.output
+    traces = read(workspace.out)
+    assert sorted(keys(workspace.out)) == sorted((f"p{i}", s) for i in range(12) for s in (0, 1))
+    for t in traces:
+        n = int(t["problem_id"][1:])
+        assert t["success"] is expected_success(n)
+        assert t["is_ideal"] is expected_ideal(n)
+        assert t["hosts"] == [model.url]
+    assert len({t["id"] for t in traces}) == 24
+
+
+def test_concurrency_is_reached_on_every_host(cli, workspace):
+    with FakeOllama(latency_s=0.3) as a, FakeOllama(latency_s=0.3) as b:
+        a.set_responder(solver)
+        b.set_responder(solver)
+        args = workspace.args(a, "--host", b.url, "--concurrency", "3")
+        result = cli(args)
+        assert result.exit_code == 0, result.output
+        assert a.max_in_flight == 3
+        assert b.max_in_flight == 3
+        served = [t["hosts"][0] for t in read(workspace.out)]
+        assert served.count(a.url) >= 3
+        assert served.count(b.url) >= 3
+
+
+def test_an_unreachable_host_is_benched_and_the_run_goes_on(cli, model, workspace):
+    result = cli(workspace.args(model, "--host", dead_url()))
+    assert result.exit_code == 0, result.output
+    assert "does not answer" in result.stderr
+    assert len(read(workspace.out)) == 12
+    assert {t["hosts"][0] for t in read(workspace.out)} == {model.url}
+
+
+def test_only_success_sends_failures_to_the_rejects_file(cli, model, workspace):
+    result = cli(workspace.args(model, "--only-success", "--rejects", str(workspace.rejects)))
+    assert result.exit_code == 0, result.output
+    assert all(t["success"] for t in read(workspace.out))
+    assert sorted(keys(workspace.out, workspace.rejects)) == sorted((f"p{i}", 0) for i in range(12))
+    assert {t["problem_id"] for t in read(workspace.rejects)} == {"p0", "p3", "p6", "p9"}
+
+
+def test_only_ideal_keeps_ideal_traces_only(cli, model, workspace):
+    result = cli(workspace.args(model, "--only-ideal", "--rejects", str(workspace.rejects)))
+    assert result.exit_code == 0, result.output
+    kept = {t["problem_id"] for t in read(workspace.out)}
+    assert kept == {f"p{i}" for i in range(12) if expected_ideal(i)}
+    assert len(read(workspace.rejects)) == 12 - len(kept)
+
+
+def test_failed_episodes_are_counted_and_kept_with_the_rejects(cli, model, workspace):
+    def cut_short(path, body):
+        if problem_number(body) == 4:
+            return Reply(content="<think>" + "and so on " * 50, done_reason="length")
+        return solver(path, body)
+
+    model.set_responder(cut_short)
+    result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
+    assert result.exit_code == 0, result.output
+    failed = read(workspace.rejects)
+    assert [t["problem_id"] for t in failed] == ["p4"]
+    assert failed[0]["error"]["kind"] == "limit"
+    assert "p4" not in {t["problem_id"] for t in read(workspace.out)}
+    assert "failed" in result.stdout
+
+
+def test_an_unexpected_exception_becomes_a_failed_record(cli, model, workspace, monkeypatch):
+    original = Markers.final_code
+
+    def broken(self, session):
+        if session.problem.id == "p7":
+            raise RuntimeError("something odd")
+        return original(self, session)
+
+    monkeypatch.setattr(Markers, "final_code", broken)
+    result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
+    assert result.exit_code == 0, result.output
+    (failed,) = read(workspace.rejects)
+    assert failed["problem_id"] == "p7"
+    assert failed["error"]["kind"] == "internal"
+    assert len(read(workspace.out)) == 11
+
+
+def test_a_server_down_for_too_long_stops_the_run_with_a_resume_hint(
+    cli, model, workspace, monkeypatch
+):
+    monkeypatch.setattr(runner, "OllamaBackend", partial(OllamaBackend, max_attempts=1))
+    monkeypatch.setattr(runner, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=0.3))
+    model.fail_randomly(1.0, ["status"], seed=1)
+    result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "no host has answered" in line and "run the same command to resume" in line
+    assert read(workspace.out) == []
+    assert len(read(workspace.rejects)) < 12
+
+
+def test_unreachable_server_is_one_line_and_exit_1(cli, workspace):
+    result = cli(workspace.args(dead_url()))
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("tracegen: error: ")
+    assert "ollama serve" in line
+
+
+def test_unknown_model_stops_the_run_with_one_line(cli, model, workspace):
+    args = workspace.args(model)
+    args[args.index("test-model")] = "no-such-model"
+    result = cli(args)
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "no-such-model" in line and "not found" in line
+    assert read(workspace.out) == []
+
+
+def test_require_logprobs_stops_at_the_first_trace_without_them(cli, model, workspace):
+    model.set_responder(
+        lambda path, body: Reply(content=solver(path, body).content, logprobs=False)
+    )
+    result = cli(workspace.args(model, "--require-logprobs"))
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "no logprobs" in line
+    assert read(workspace.out) == []
+
+
+def test_plain_progress_lines_and_a_summary_when_not_a_terminal(cli, model, workspace):
+    result = cli(workspace.args(model))
+    assert result.exit_code == 0
+    assert "12/12 done" in result.stdout
+    assert "accepted 12" in result.stdout
+    assert "success rate" in result.stdout
+
+
+def test_quiet_prints_nothing(cli, model, workspace):
+    result = cli(workspace.args(model, "--quiet"))
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert len(read(workspace.out)) == 12
+
+
+def test_an_output_that_cannot_be_written_is_one_line_exit_2(cli, model, workspace):
+    blocker = workspace.dir / "file"
+    blocker.write_text("")
+    args = workspace.args(model)
+    args[args.index(str(workspace.out))] = str(blocker / "traces.jsonl")
+    result = cli(args)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("tracegen: error: ") and "traces.jsonl" in line
