@@ -167,9 +167,16 @@ def write_hf(source: Path, target: Path, options: ConvertOptions) -> None:
             )
         except Exception as e:
             cause = e.__cause__ or e.__context__
-            if isinstance(cause, TracegenError):
+            if isinstance(cause, TracegenError | OSError):
                 raise cause from None
-            raise
+            if next(iter_converted(source, options), None) is not None:
+                raise
+            # Nothing passed the filters: `from_generator` cannot build a dataset of no rows,
+            # and an empty one saved without an explicit shard does not load.
+            feats = _features(options)
+            empty = datasets.Dataset.from_dict({name: [] for name in feats}, features=feats)
+            empty.save_to_disk(str(tmp), num_shards=1)
+            return
         dataset.save_to_disk(str(tmp))
         del dataset
 

@@ -23,7 +23,10 @@ records made with other settings are refused unless ``--overwrite`` starts all t
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -99,14 +102,19 @@ class RunFiles:
             if rejects.resolve() == output.resolve():
                 raise ConfigError(f"--rejects {rejects} is the output file; give another file")
             kinds[rejects] = TRACE_SCHEMA
-        _prepare(kinds, overwrite=overwrite, warn=warn)
-        self.done: set[Key] = set()
-        current = self._scan(settings)
-        self._out = JsonlWriter(output)
-        self._rej = JsonlWriter(rejects) if rejects is not None else None
-        self._state = JsonlWriter(self.state)
-        if not current:
-            self._state.write(StateHeader(settings_hash=settings_hash, settings=settings))
+        self._lock = _RunLock(self.state, output)
+        try:
+            _prepare(kinds, overwrite=overwrite, warn=warn)
+            self.done: set[Key] = set()
+            current = self._scan(settings)
+            self._out = JsonlWriter(output)
+            self._rej = JsonlWriter(rejects) if rejects is not None else None
+            self._state = JsonlWriter(self.state)
+            if not current:
+                self._state.write(StateHeader(settings_hash=settings_hash, settings=settings))
+        except BaseException:
+            self._lock.release(refused=True)
+            raise
 
     def _scan(self, settings: dict[str, Any]) -> bool:
         """Collect the attempted keys; whether the state's last header is the current one."""
@@ -167,6 +175,41 @@ class RunFiles:
         for w in (self._out, self._rej, self._state):
             if w is not None:
                 w.close()
+        self._lock.release()
+
+
+class _RunLock:
+    """An exclusive `flock` on the state file while a run uses its files: the same command
+    started twice at once is refused instead of running every episode twice. The kernel
+    drops the lock when the process ends, so a kill -9 never leaves a stale one."""
+
+    def __init__(self, state: Path, output: Path) -> None:
+        self._path = state
+        self._created = not state.exists()
+        try:
+            state.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(state, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise OutputError(f"{state}: cannot open: {e.strerror}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise OutputError(
+                f"{output} is being written by another tracegen run; "
+                "wait for it to end or give another --output"
+            ) from None
+
+    def release(self, *, refused: bool = False) -> None:
+        """Unlock; a state file this run created and then refused to use is removed."""
+        if self._fd < 0:
+            return
+        if refused and self._created:
+            with contextlib.suppress(OSError):
+                if self._path.stat().st_size == 0:
+                    self._path.unlink()
+        os.close(self._fd)
+        self._fd = -1
 
 
 def _refusal(output: Path, before: StateHeader | None, settings: dict[str, Any]) -> str:

@@ -79,6 +79,8 @@ def read_solutions(path: Path, problems: dict[str, Problem], source: str) -> lis
             raise InputFileError(f"{where}: missing 'code'")
         trace_id = _string(row, "id", where) if is_trace else None
         solutions.append(Solution(lineno, problem, code, answer, trace_id))
+    if not solutions:
+        raise InputFileError(f"{path}: holds no solutions")
     return solutions
 
 
