@@ -24,7 +24,7 @@ from tracegen.errors import (
     TracegenError,
 )
 from tracegen.formats import Format, Row, convert_trace, features, is_convertible
-from tracegen.jsonl import JsonlWriter, iter_records
+from tracegen.jsonl import JsonlWriter, iter_lines, iter_records
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:
@@ -225,6 +225,8 @@ def convert_command(
         raise ConfigError("--reasoning-field applies to --chat-format only")
     if not input.is_file():
         raise InputFileError(f"{input}: no such file")
+    if next(iter_lines(input), None) is None:
+        raise InputFileError(f"{input}: holds no traces")
     options = ConvertOptions(fmt, only_success, only_ideal, reasoning_field, keep_logprobs)
     if output is None and to_hf is None and parquet is None:
         output = default_output(input, fmt)

@@ -345,6 +345,8 @@ def collect(paths: list[Path], *, by: str | None = None, strict: bool = False) -
                 continue
             stats.add(facts)
     report.finish()
+    if stats.total.traces == 0 and stats.malformed == 0:
+        raise InputFileError(f"{', '.join(map(str, paths))}: holds no traces")
     return stats
 
 

@@ -139,10 +139,18 @@ def test_tables_show_the_rates_and_problems(runner: CliRunner, trace_file: Path)
         assert text in out
 
 
-def test_empty_file_has_zero_traces_and_no_rates(runner: CliRunner, tmp_path: Path) -> None:
+def test_empty_file_is_refused_in_one_line(runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
+    result = runner.invoke(app, ["stats", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"tracegen: error: {path}: holds no traces"
+
+
+def test_no_valid_trace_means_no_rates(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "garbage.jsonl"
+    path.write_bytes(b"not json\n")
     data = _stats(runner, path)
-    assert data["traces"] == 0 and data["success_rate"] is None
+    assert data["traces"] == 0 and data["malformed_lines"] == 1
+    assert data["success_rate"] is None
     assert data["distributions"]["score"]["median"] is None
-    assert runner.invoke(app, ["stats", str(path)]).exit_code == 0
