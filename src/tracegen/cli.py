@@ -133,6 +133,14 @@ def run(
         bool | None, typer.Option("--require-logprobs", help="Fail if the server returns none.")
     ] = None,
     sandbox: SandboxOpt = None,
+    exec_timeout_s: Annotated[
+        float | None,
+        typer.Option(
+            "--exec-timeout",
+            help="Seconds each execution may run (default 10).",
+            rich_help_panel=_RUN,
+        ),
+    ] = None,
     overwrite: Annotated[
         bool | None, typer.Option("--overwrite", help="Start the output file afresh.")
     ] = None,

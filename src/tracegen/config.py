@@ -69,7 +69,10 @@ class RunSettings(GenerationSettings):
     overwrite: bool = False
     sandbox: Literal["auto", "bwrap", "rlimit"] = "auto"
     require_logprobs: bool = False
-    request_timeout_s: float = Field(default=600.0, gt=0)
+    request_timeout_s: float = Field(default=600.0, gt=0, description="per model request")
+    max_attempts: int = Field(default=5, ge=1, description="tries per model request")
+    retry_initial_s: float = Field(default=1.0, ge=0, description="first retry wait, doubling")
+    exec_timeout_s: float = Field(default=10.0, gt=0, description="wall clock per execution")
     quiet: bool = False
 
     @field_validator("hosts", mode="before")

@@ -11,6 +11,7 @@ cancels at once.
 from __future__ import annotations
 
 import asyncio
+import math
 import shlex
 import signal
 import sys
@@ -35,7 +36,7 @@ from tracegen.problems import load_problems
 from tracegen.progress import Reporter, RunStats
 from tracegen.prompts import load_prompt
 from tracegen.resume import Outcome, RunFiles, settings_record
-from tracegen.sandbox import Sandbox
+from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import Problem, Trace, TraceError
 
@@ -140,6 +141,8 @@ async def _open_pool(settings: RunSettings, reporter: Reporter) -> HostPool:
             settings.model,
             api_key=api_key,
             timeout_s=settings.request_timeout_s,
+            max_attempts=settings.max_attempts,
+            retry_initial_s=settings.retry_initial_s,
             max_connections=settings.concurrency,
         )
         for h in settings.hosts
@@ -173,7 +176,8 @@ class _Run:
         for sig in EXIT_SIGNAL:
             loop.add_signal_handler(sig, self._on_signal, sig)
         try:
-            await self._execute(Sandbox(isolation=s.sandbox))
+            limits = SandboxLimits(timeout_s=s.exec_timeout_s, cpu_s=math.ceil(s.exec_timeout_s))
+            await self._execute(Sandbox(isolation=s.sandbox, limits=limits))
         finally:
             for sig in EXIT_SIGNAL:
                 loop.remove_signal_handler(sig)

@@ -74,7 +74,7 @@ def test_a_run_against_a_server_failing_30_percent_of_requests_loses_nothing(
             "--rejects",
             str(rejects),
         )
-        done = tracegen(args)
+        done = tracegen(args, env=child_env(TRACEGEN_RETRY_INITIAL_S="0.2"))
         chats = [body for path, body, _ in server.requests if path == "/api/chat"]
         faults = server.faults_injected
     assert done.returncode == 0, done.stderr

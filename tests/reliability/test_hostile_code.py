@@ -110,6 +110,8 @@ def test_hostile_programs_fail_with_their_status_and_leave_the_machine_untouched
             "--only-success",
             "--rejects",
             str(rejects),
+            "--exec-timeout",
+            "3",
         )
         with (tmp_path / "stderr").open("wb") as err:
             proc = subprocess.Popen(

@@ -177,3 +177,13 @@ def test_an_output_that_cannot_be_written_is_one_line_exit_2(cli, model, workspa
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("tracegen: error: ") and "traces.jsonl" in line
+
+
+def test_exec_timeout_bounds_every_execution(cli, fake_ollama, workspace):
+    slow = "import time\ntime.sleep(3)\n"
+    fake_ollama.set_responder(lambda path, body: Reply(content=f"<code>\n{slow}</code>"))
+    result = cli(workspace.args(fake_ollama, "--limit", "1", "--exec-timeout", "0.5"))
+    assert result.exit_code == 0, result.output
+    [trace] = read(workspace.out)
+    assert trace["verdict"]["status"] == "timeout"
+    assert trace["verdict"]["duration_s"] < 3
