@@ -120,6 +120,25 @@ async def test_run_code_nonzero_exit_is_an_error(sandbox: Sandbox) -> None:
     assert (result.status, result.exit_code) == ("error", 3)
 
 
+async def test_submodules_of_preloaded_standard_packages_import_lazily(sandbox: Sandbox) -> None:
+    code = (
+        "import codecs, importlib.resources\n"
+        "codecs.lookup('idna')\n"
+        "print('127.0.0.1'.encode('idna'), 'bücher'.encode('punycode'), 'é'.encode('cp437'))\n"
+        "import collections.abc, ctypes.util, importlib.util, json.tool, re._casefix\n"
+        "print(importlib.resources.files('json').joinpath('decoder.py').is_file())\n"
+    )
+    result = await sandbox.run_code(code)
+    assert (result.status, result.stderr) == ("ok", "")
+    assert result.stdout == "b'127.0.0.1' b'bcher-kva' b'\\x82'\nTrue\n"
+
+
+async def test_tracebacks_show_source_lines_of_the_standard_library(sandbox: Sandbox) -> None:
+    result = await sandbox.run_code("import json\njson.loads('{')\n")
+    assert result.error is not None and result.error.startswith("json.decoder.JSONDecodeError:")
+    assert "return _default_decoder.decode(s)" in result.stderr
+
+
 async def test_each_execution_gets_a_fresh_directory_that_is_removed(sandbox: Sandbox) -> None:
     code = "import os\nopen('state', 'w').write('x')\nprint(os.getcwd())\n"
     first = await sandbox.run_code(code)

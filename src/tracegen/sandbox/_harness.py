@@ -308,6 +308,48 @@ def _prober(sock: socket.socket) -> None:
         sock.send(data)
 
 
+def _reroot(path: Any, old: str, new: str) -> Any:
+    if type(path) is str and (path == old or path.startswith(old + "/")):
+        return new + path[len(old) :]
+    return path
+
+
+def reroot_imports(old: str, new: str) -> list[str]:
+    """Point every path the import system holds under ``old`` under ``new``; the package dirs.
+
+    Besides ``sys.path`` and the prefixes, the modules already loaded keep their package
+    directories and loader paths: submodules imported later (``encodings.idna`` for a codec
+    lookup) and package resources must be found through ``new`` too, and tracebacks read
+    the source lines of these modules through their loaders.
+    """
+    sys.path[:] = [_reroot(p, old, new) for p in sys.path]
+    for name in ("prefix", "exec_prefix", "base_prefix", "base_exec_prefix", "_stdlib_dir"):
+        setattr(sys, name, _reroot(getattr(sys, name), old, new))
+    sys.path_importer_cache.clear()
+    packages: dict[str, None] = {}
+    for module in list(sys.modules.values()):
+        spec = getattr(module, "__spec__", None)
+        loader = getattr(module, "__loader__", None)
+        for owner, attr in (
+            (module, "__file__"),
+            (module, "__cached__"),
+            (spec, "origin"),
+            (spec, "cached"),
+            (loader, "path"),
+        ):
+            value = getattr(owner, attr, None)
+            if (moved := _reroot(value, old, new)) is not value:
+                setattr(owner, attr, moved)
+        for locations in (
+            module.__dict__.get("__path__"),
+            getattr(spec, "submodule_search_locations", None),
+        ):
+            if type(locations) is list:
+                locations[:] = [_reroot(p, old, new) for p in locations]
+                packages.update(dict.fromkeys(locations))
+    return list(packages)
+
+
 class Zygote:
     """Forks one child per request and reports each once nothing of it is left."""
 
@@ -323,10 +365,8 @@ class Zygote:
             low = os.open(sys.base_prefix, os.O_RDONLY | os.O_DIRECTORY)
             self.prefix_fd = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 100)  # clear of 0-3
             os.close(low)
-            here = f"/proc/self/fd/{self.prefix_fd}"
-            sys.path[:] = [p.replace(sys.base_prefix, here, 1) for p in sys.path]
-            sys.path_importer_cache.clear()
-            importlib.machinery.PathFinder.find_spec("_tracegen_warm_finders")
+            packages = reroot_imports(sys.base_prefix, f"/proc/self/fd/{self.prefix_fd}")
+            importlib.machinery.PathFinder.find_spec("_tracegen_warm_finders", sys.path + packages)
         self.libc = ctypes.CDLL(None, use_errno=True)
         # Orphans of an execution become our children, so they are reaped, not left as zombies
         # that keep counting against the slot's process limit.
