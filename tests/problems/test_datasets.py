@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import datasets
+import huggingface_hub
 import orjson
 import pytest
 
@@ -99,16 +101,23 @@ def test_hub_names_load_through_datasets_and_map_the_same_rows(
     first_id: str,
 ) -> None:
     calls: list[tuple[Any, ...]] = []
+    probed: list[str] = []
     real_load = datasets.load_dataset
 
     def from_local_file(path: str, config: str | None = None, *, split: str) -> Any:
-        calls.append((path, config, split))
+        calls.append((path, config, split, datasets.config.HF_HUB_OFFLINE))
         local = str(data_dir / fixture)
         return real_load("json", data_files=local, split="train", cache_dir=str(tmp_path))
 
     monkeypatch.setattr(datasets, "load_dataset", from_local_file)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(
+        huggingface_hub, "get_hf_file_metadata", lambda url, **_: probed.append(url)
+    )
     problems = load_problems(name, limit=2)
-    assert calls == [(*hub_args, "test")]
+    assert calls == [(*hub_args, "test", False)]
+    endpoint = datasets.config.HF_ENDPOINT
+    assert probed == [f"{endpoint}/datasets/{hub_args[0]}/resolve/main/README.md"]
     assert problems[0].id == first_id
     assert problems == load_problems(str(data_dir / fixture), limit=2)
 
@@ -127,3 +136,70 @@ def test_offline_hub_load_is_a_one_line_error() -> None:
     assert "pass a local file" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_problems(name: str, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`tracegen problems NAME` with its own Hugging Face caches under ``cache``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    hf = {"HF_HOME": str(cache / "home"), "HF_DATASETS_CACHE": str(cache / "datasets")}
+    return subprocess.run(
+        [sys.executable, "-m", "tracegen", "problems", name, "--json"],
+        env={**clean, **hf, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _cache_gsm8k(cache: Path, rows: Path) -> None:
+    """Put ``rows`` in the `datasets` cache where a download of openai/gsm8k would leave them."""
+    from datasets.packaged_modules.json.json import Json
+
+    build = cache / "build"
+    builder = Json(
+        cache_dir=str(build),
+        dataset_name="gsm8k",
+        config_name="main",
+        config_id="main",
+        hash="0123abcd",
+        data_files={"test": str(rows)},
+    )
+    builder.download_and_prepare()
+    (cache / "datasets").mkdir(parents=True)
+    (build / "gsm8k").rename(cache / "datasets" / "openai___gsm8k")
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("name", ["gsm8k", "mbpp", "humaneval"])
+def test_unreachable_hub_fails_at_once_with_one_line(tmp_path: Path, name: str) -> None:
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    done = _run_problems(name, tmp_path, HF_ENDPOINT=endpoint)
+    assert done.returncode == DatasetUnavailable.exit_code
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"tracegen: error: cannot download {name} from the Hugging Face hub")
+    assert f"{endpoint} does not answer" in line and "; no copy is cached;" in line
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("offline", ["unreachable", "HF_HUB_OFFLINE"])
+def test_cached_hub_dataset_loads_quietly_without_the_hub(
+    tmp_path: Path, data_dir: Path, offline: str
+) -> None:
+    _cache_gsm8k(tmp_path, data_dir / "gsm8k_sample.jsonl")
+    if offline == "unreachable":
+        env = {"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    else:
+        env = {"HF_HUB_OFFLINE": "1"}
+    done = _run_problems("gsm8k", tmp_path, **env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    ids = [orjson.loads(line)["id"] for line in done.stdout.splitlines()]
+    assert ids == ["gsm8k/0", "gsm8k/1", "gsm8k/2"]

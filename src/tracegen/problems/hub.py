@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from tracegen.errors import DatasetUnavailable, ProblemFileError
@@ -25,6 +27,10 @@ HUB_DATASETS: dict[str, HubDataset] = {
 }
 
 
+PROBE_TIMEOUT = 5.0
+"""Seconds the reachability check waits for the hub unless `HF_HUB_ETAG_TIMEOUT` says otherwise."""
+
+
 def map_rows(rows: Iterable[Row], mapper: RowMapper, label: str) -> list[Problem]:
     """Map dataset rows to problems; a row that does not fit names ``label`` and its index."""
     problems = []
@@ -37,16 +43,89 @@ def map_rows(rows: Iterable[Row], mapper: RowMapper, label: str) -> list[Problem
 
 
 def load_hub(name: str) -> list[Problem]:
-    """Download (or read from the `datasets` cache) one of `HUB_DATASETS` and map it."""
+    """Download (or read from the `datasets` cache) one of `HUB_DATASETS` and map it.
+
+    When the hub does not answer, the load runs offline: a cached copy is used and a missing one
+    fails at once instead of after the libraries' retries.
+    """
     spec = HUB_DATASETS[name]
     import datasets
 
+    no_answer: str | None = None
     try:
-        rows = datasets.load_dataset(spec.path, spec.config, split=spec.split)
+        with _quiet_libraries():
+            if not datasets.config.HF_HUB_OFFLINE:
+                no_answer = _why_hub_silent(spec.path)
+            with _offline() if no_answer else nullcontext():
+                rows = datasets.load_dataset(spec.path, spec.config, split=spec.split)
     except Exception as e:  # any failure of the download or the cache is reported the same way
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        reason = _first_line(e)
+        if no_answer:  # offline, `datasets` raises ConnectionError when nothing is cached
+            cache = "no copy is cached" if isinstance(e, ConnectionError) else reason
+            reason = f"{datasets.config.HF_ENDPOINT} does not answer ({no_answer}); {cache}"
         raise DatasetUnavailable(
             f"cannot download {name} from the Hugging Face hub ({spec.path}): {reason}; "
             "pass a local file"
         ) from None
     return map_rows(rows, spec.mapper, spec.path)
+
+
+def _why_hub_silent(repo_id: str) -> str | None:
+    """Why one request for the dataset card, without retries, got no answer; None if it got one."""
+    import datasets
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import HfHubHTTPError
+
+    timeout = (
+        constants.HF_HUB_ETAG_TIMEOUT if "HF_HUB_ETAG_TIMEOUT" in os.environ else PROBE_TIMEOUT
+    )
+    url = hf_hub_url(
+        repo_id,
+        datasets.config.REPOCARD_FILENAME,
+        repo_type="dataset",
+        endpoint=datasets.config.HF_ENDPOINT,
+    )
+    try:
+        get_hf_file_metadata(url, timeout=timeout)
+    except HfHubHTTPError:  # an HTTP error status (missing file, gated, rate limit) is an answer
+        return None
+    except Exception as e:  # DNS, refused or timed-out connection, proxy, TLS
+        return _first_line(e)
+    return None
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """Run `datasets` and `huggingface_hub` in their offline mode, as `HF_HUB_OFFLINE=1` does."""
+    import datasets
+    from huggingface_hub import constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
+
+
+@contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """Silence the warnings and progress bars of `datasets` and `huggingface_hub`, then restore."""
+    import datasets
+    import huggingface_hub.utils as hub_utils
+
+    with ExitStack() as stack:
+        for log in (datasets.utils.logging, hub_utils.logging):
+            stack.callback(log.set_verbosity, log.get_verbosity())
+            log.set_verbosity_error()
+        if datasets.is_progress_bar_enabled():
+            stack.callback(datasets.enable_progress_bars)
+        if not hub_utils.are_progress_bars_disabled():
+            stack.callback(hub_utils.enable_progress_bars)
+        datasets.disable_progress_bars()
+        hub_utils.disable_progress_bars()
+        yield
