@@ -89,7 +89,7 @@ def main() -> None:
                 f"{seconds:.2f}",
                 f"{len(verdicts) / seconds:.0f}",
                 ratio,
-                ", ".join(disagree) if ratio else "",
+                (f"{len(disagree)}: {', '.join(disagree)}" if disagree else "0") if ratio else "",
             )
     console = Console(width=max(Console().width, 100))
     console.print(table)
