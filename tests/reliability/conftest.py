@@ -18,7 +18,6 @@ import orjson
 from tests.fake_ollama import Reply
 from tests.runner.conftest import children, clean_env  # noqa: F401 (children: a fixture)
 from tracegen.problems import load_problems
-from tracegen.sandbox.isolation import UID_BASE, UIDS_PER_PROCESS
 from tracegen.schema import Problem
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -96,22 +95,6 @@ def error_line(stderr: str) -> str:
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
     return lines[0]
-
-
-def sandbox_processes_of(pid: int) -> list[int]:
-    """Live processes running under the sandbox uids of tracegen process ``pid``."""
-    first = UID_BASE + pid * UIDS_PER_PROCESS
-    uids = range(first, first + UIDS_PER_PROCESS)
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                status = Path(entry.path, "status").read_text()
-            except OSError:
-                continue
-            if int(status.split("\nUid:", 1)[1].split()[0]) in uids:
-                found.append(int(entry.name))
-    return found
 
 
 def _stat(pid: int) -> tuple[int, str] | None:

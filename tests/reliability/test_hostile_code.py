@@ -20,13 +20,13 @@ from tests.reliability.conftest import (
     markers_reply,
     read_jsonl,
     run_args,
-    sandbox_processes_of,
     square_task,
     task_of,
     tracegen,
     wait_until_gone,
     write_problems,
 )
+from tests.sandbox.conftest import sandbox_processes
 from tracegen.sandbox import detect_isolation
 
 WRONG = "def square(x):\n    return 0\n"
@@ -132,7 +132,7 @@ def test_hostile_programs_fail_with_their_status_and_leave_the_machine_untouched
     assert proc.returncode == 0, stderr
     assert spawned, "the run executed code in child processes"
     assert wait_until_gone(spawned) == set(), "the run left processes running"
-    assert sandbox_processes_of(proc.pid) == [], "generated code left processes running"
+    assert sandbox_processes(proc.pid) == [], "generated code left processes running"
     assert [t for t in targets if t.exists() or Path(f"{t}.sh").exists()] == []
 
     (honest,) = read_jsonl(out)

@@ -14,9 +14,10 @@ from tracegen.sandbox.isolation import process_uids
 LIMITS = SandboxLimits(timeout_s=2.0, cpu_s=2, memory_mb=512, processes=16, output_bytes=10_000)
 
 
-def sandbox_processes() -> list[int]:
-    """Pids of processes whose real uid is one of this process's sandbox uids (zombies too)."""
-    uids = process_uids()
+def sandbox_processes(pid: int | None = None) -> list[int]:
+    """Pids of processes whose real uid is a sandbox uid of tracegen process ``pid`` (this
+    process by default), zombies too."""
+    uids = process_uids(pid)
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():

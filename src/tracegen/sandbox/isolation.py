@@ -31,9 +31,9 @@ def give_back_uid(uid: int) -> None:
     _free_slots.append((uid - UID_BASE) % UIDS_PER_PROCESS)
 
 
-def process_uids() -> range:
-    """The uids this process's executions run under."""
-    first = UID_BASE + os.getpid() * UIDS_PER_PROCESS
+def process_uids(pid: int | None = None) -> range:
+    """The uids the executions of tracegen process ``pid`` (this one by default) run under."""
+    first = UID_BASE + (os.getpid() if pid is None else pid) * UIDS_PER_PROCESS
     return range(first, first + UIDS_PER_PROCESS)
 
 
