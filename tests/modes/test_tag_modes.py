@@ -254,6 +254,20 @@ async def test_code_with_comparisons_and_tag_names_in_strings_is_never_cut(
     assert trace.success and trace.metrics.hallucinated_results == 0
 
 
+async def test_a_tag_named_in_a_string_does_not_change_the_closing_tag_put_back(
+    episodes: Episodes,
+) -> None:
+    code = 'def add(a, b):\n    print("<think>")\n    return a + b'
+    trace = await episodes.run(
+        "forced-interleave",
+        "<think>Add.</think>",
+        f"<code>\n{code}\n</code>\n",
+        "<verify>add(1, 2) = 3</verify>",
+    )
+    assert trace.messages[4].content == f"<code>\n{code}\n</code>"
+    assert trace.final_code == code + "\n" and trace.success
+
+
 @pytest.mark.parametrize(
     ("mode", "replies"),
     [

@@ -10,6 +10,7 @@ import pytest
 
 from tests.fake_ollama import Reply
 from tests.modes.conftest import RIGHT, TWICE, WRONG, Episodes
+from tracegen.formats import convert_trace
 from tracegen.modes.native_tools import PYTHON_TOOL
 
 TEST_RIGHT = RIGHT + "\nprint(add(1, 2), add(-4, 1))"
@@ -178,6 +179,17 @@ async def test_inline_tools_reads_an_answer_whose_tags_are_never_closed(
     assert trace.success and not trace.is_ideal
 
 
+async def test_inline_tools_keeps_thinking_after_a_call_whose_code_names_the_tag(
+    episodes: Episodes,
+) -> None:
+    code = TEST_RIGHT + '\nprint("</think>")'
+    trace = await episodes.run(
+        "inline-tools", f"<think>Try.\n{call(code)}", f"Right.</think>{FINAL}"
+    )
+    assert kinds(trace)[3] == ("think", "model") and trace.steps[3].text == "Right."
+    assert trace.success and trace.is_ideal
+
+
 async def test_inline_tools_runs_out_of_iterations_without_running_the_extra_call(
     episodes: Episodes,
 ) -> None:
@@ -270,6 +282,16 @@ async def test_native_tools_recovers_calls_written_as_text(
     assert trace.success and trace.is_ideal
 
 
+async def test_native_tools_keeps_the_logprobs_of_a_call_written_as_text(
+    episodes: Episodes,
+) -> None:
+    text = f"Let me run it.\n{call(TEST_RIGHT)}"
+    trace = await episodes.run("native-tools", text, f"```python\n{RIGHT}\n```")
+    assert trace.messages[2].content == "Let me run it."
+    assert trace.logprobs[0].message_index == 2
+    assert "".join(t.token for t in trace.logprobs[0].tokens) == text
+
+
 async def test_native_tools_tells_the_model_its_text_call_was_unreadable(
     episodes: Episodes,
 ) -> None:
@@ -281,6 +303,19 @@ async def test_native_tools_tells_the_model_its_text_call_was_unreadable(
     assert role == "user" and content.startswith("Your tool call could not be parsed")
     assert trace.metrics.parse_failures == 1 and trace.metrics.tool_calls == 2
     assert trace.success and trace.is_ideal
+
+
+async def test_native_tools_training_format_tells_why_an_unreadable_call_got_no_answer(
+    episodes: Episodes,
+) -> None:
+    broken = '<tool_call>{"name": "python", "arguments": {"code": "print(1'
+    trace = await episodes.run(
+        "native-tools", broken, native_call(TEST_RIGHT), f"```python\n{RIGHT}\n```"
+    )
+    folded = convert_trace(trace, "training")["messages"][1]["content"]
+    before, notice, after = folded.partition("<error>Your tool call could not be parsed")
+    assert before.startswith(broken) and notice
+    assert -1 < after.find("</error>") < after.find("<tool_call>")
 
 
 async def test_native_tools_answers_a_call_to_an_unknown_tool_with_an_error(

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from tracegen.modes.feedback import tool_error_json, tool_json
 from tracegen.modes.limits import unreadable_twice
-from tracegen.modes.session import SYSTEM_TAG_STOPS, Session, TracedMode, still_open
+from tracegen.modes.session import SYSTEM_TAG_STOPS, Session, TracedMode
+from tracegen.parsing.segment import open_blocks
 from tracegen.parsing.toolcall import ToolCallParseError, find_tool_call, parse_tool_call
 from tracegen.schema import Step, Trace
 
@@ -42,7 +43,7 @@ class InlineTools(TracedMode):
         model_text = ""
         failed_before = False
         while True:
-            open_tag = "think" if still_open(model_text, "think") else None
+            open_tag = "think" if "think" in open_blocks(model_text) else None
             steps = session.model_steps(piece, index, open_tag)
             model_text += piece
             session.check_cut(completion)

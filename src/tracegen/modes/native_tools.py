@@ -4,8 +4,8 @@ run as scripts and are answered with ``tool`` messages.
 Calls a model writes as text (Hermes/Qwen, Llama 3, Mistral formats; ``--tool-parser``
 picks one) are recovered: the assistant message keeps the text around them and carries
 them as ``tool_calls``, so the conversation continues as with native calls. A call that
-cannot be read is answered with a user message saying so; a second failure in a row ends
-the episode.
+cannot be read is answered with a user message saying so (an ``error`` step, so the training
+format shows it); a second failure in a row ends the episode.
 """
 
 from __future__ import annotations
@@ -51,14 +51,14 @@ class NativeTools(TracedMode):
         failed_before = False
         while True:
             completion = await session.generate(SYSTEM_TAG_STOPS, tools=[PYTHON_TOOL])
-            content = session.strip(completion.content)
+            said = content = session.strip(completion.content)
             calls, strategies = completion.tool_calls, [NATIVE] * len(completion.tool_calls)
             failures: list[str] = []
             if not calls:
                 found = parse_text_tool_calls(content, session.settings.tool_parser)
                 content, calls, failures = found.text, found.calls, found.failures
                 strategies = list(found.strategies)
-            index = session.add_assistant(completion, content, calls)
+            index = session.add_assistant(completion, content, calls, said)
             steps = session.model_steps(content, index)
             session.check_cut(completion)
             if failures and not calls:
@@ -66,7 +66,8 @@ class NativeTools(TracedMode):
                 if failed_before:
                     raise unreadable_twice(failures[0])
                 failed_before = True
-                session.add_message("user", UNREADABLE.format(reason=failures[0]))
+                notice = UNREADABLE.format(reason=failures[0])
+                session.system_step("error", notice, session.add_message("user", notice))
                 continue
             if not calls:
                 return

@@ -19,7 +19,7 @@ from tracegen.modes.base import Episode
 from tracegen.modes.feedback import execution_feedback
 from tracegen.modes.limits import EpisodeEnded, backend_failure, limit_reached, repeated_tail
 from tracegen.modes.program import defines
-from tracegen.parsing.segment import segment, strip_system_tags
+from tracegen.parsing.segment import open_blocks, segment, strip_system_tags
 from tracegen.prompts import task_message
 from tracegen.schema import (
     ChatMessage,
@@ -48,17 +48,11 @@ def close_stop(tag: str) -> str:
     return "</code>\n" if tag == "code" else f"</{tag}>"
 
 
-def still_open(text: str, tag: str) -> bool:
-    """Whether the last ``<tag>`` in ``text`` has no ``</tag>`` after it."""
-    return text.rfind(f"<{tag}>") > text.rfind(f"</{tag}>")
-
-
 def reclose(text: str, tags: Sequence[str]) -> str:
-    """Put back the closing tag a stop sequence removed: that of the last tag left open."""
-    open_at = {t: text.rfind(f"<{t}>") for t in tags if still_open(text, t)}
-    if not open_at:
-        return text
-    return f"{text}</{max(open_at, key=open_at.__getitem__)}>"
+    """Put back the closing tag a stop sequence removed: that of the innermost of ``tags``
+    left open."""
+    innermost = next((t for t in reversed(open_blocks(text)) if t in tags), None)
+    return text if innermost is None else f"{text}</{innermost}>"
 
 
 class Session:
@@ -173,9 +167,17 @@ class Session:
         counts[strategy] = counts.get(strategy, 0) + 1
 
     def add_assistant(
-        self, completion: Completion, content: str, tool_calls: list[ToolCall] | None = None
+        self,
+        completion: Completion,
+        content: str,
+        tool_calls: list[ToolCall] | None = None,
+        said: str | None = None,
     ) -> int:
-        """Append the model's turn (``content`` as kept) and its native thinking; its index."""
+        """Append the model's turn (``content`` as kept) and its native thinking; its index.
+
+        ``said`` is the model's text whose tokens are kept, when it is not ``content`` (tool
+        calls taken out of the text are still the model's tokens).
+        """
         thinking = completion.thinking or None
         message = ChatMessage(
             role="assistant", content=content, thinking=thinking, tool_calls=tool_calls or None
@@ -184,7 +186,7 @@ class Session:
         index = len(self.messages) - 1
         if thinking:
             self.steps.append(Step(kind="think", text=thinking, message_index=index))
-        self._add_logprobs(index, completion, content)
+        self._add_logprobs(index, completion, content if said is None else said)
         return index
 
     def extend_assistant(self, completion: Completion, text: str) -> None:

@@ -60,6 +60,7 @@ class _Scanner:
         self.depths: list[int] = []
         self.buf: list[str] = []
         self.buf_start = 0
+        self.open_literal: str | None = None
 
     def run(self) -> list[_Piece]:
         text, pos = self.text, 0
@@ -88,6 +89,8 @@ class _Scanner:
         if name in LITERAL_KINDS:
             self._flush(m.start())
             end = block_end(self.text, m.end(), name)
+            if not end.closed and end.end == len(self.text):
+                self.open_literal = name
             self.pieces.append(_Piece(name, m.start(), self.text[m.end() : end.body_end]))
             self.buf_start = end.end
             return end.end
@@ -152,6 +155,15 @@ def segment(text: str) -> list[Step]:
         if content.strip():
             steps.append(Step(kind=piece.kind, text=content))  # type: ignore[arg-type]
     return steps
+
+
+def open_blocks(text: str) -> list[str]:
+    """The kinds of the blocks still open at the end of ``text``, outermost first (tags
+    inside literal blocks do not count)."""
+    scanner = _Scanner(text)
+    scanner.run()
+    literal = [scanner.open_literal] if scanner.open_literal else []
+    return scanner.open_kinds + literal
 
 
 def strip_system_tags(text: str) -> tuple[str, int]:
