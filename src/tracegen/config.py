@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from tracegen.errors import ConfigError
 
-DEFAULT_HOST = "http://localhost:11434"
+DEFAULT_PORT = 11434
+DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
 ENV_PREFIX = "TRACEGEN_"
 S = TypeVar("S", bound=BaseModel)
 
@@ -23,7 +24,7 @@ S = TypeVar("S", bound=BaseModel)
 class GenerationSettings(BaseModel):
     """Everything that shapes a trace. Its hash guards resume against mixing settings."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     mode: str = "inline-tools"
     model: str = "qwen3:8b"
@@ -72,7 +73,9 @@ class RunSettings(GenerationSettings):
     request_timeout_s: float = Field(default=600.0, gt=0, description="per model request")
     max_attempts: int = Field(default=5, ge=1, description="tries per model request")
     retry_initial_s: float = Field(default=1.0, ge=0, description="first retry wait, doubling")
-    exec_timeout_s: float = Field(default=10.0, gt=0, description="wall clock per execution")
+    exec_timeout_s: float = Field(
+        default=10.0, gt=0, le=86_400, description="wall clock per execution"
+    )
     quiet: bool = False
 
     @field_validator("hosts", mode="before")
@@ -97,19 +100,25 @@ class RunSettings(GenerationSettings):
 
 
 def normalize_host(host: str) -> str:
-    """``localhost:11434`` → ``http://localhost:11434`` (no trailing slash); checks it is a URL."""
+    """``gpu1`` → ``http://gpu1:11434`` (no trailing slash); checks it is a URL.
+
+    As Ollama reads ``OLLAMA_HOST``: without a scheme, http and port 11434 unless one is given.
+    """
     host = host.strip().rstrip("/")
     if not host:
         raise ValueError("empty host")
-    if "://" not in host:
+    bare = "://" not in host
+    if bare:
         host = f"http://{host}"
     try:
         parts = urlsplit(host)
-        parts.port  # noqa: B018 (raises ValueError for a bad port)
+        port = parts.port
     except ValueError as e:
         raise ValueError(f"{host!r} is not a URL: {e}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{host!r} is not an http:// or https:// URL")
+    if bare and port is None:
+        host = f"http://{parts.netloc}:{DEFAULT_PORT}{parts.path}"
     return host
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from tracegen.config import RunSettings
 from tracegen.errors import BackendError, ModelNotFound, TracegenError
 from tracegen.llm.base import ChatOptions, ChatRequest
-from tracegen.llm.ollama import OllamaBackend
+from tracegen.llm.ollama import PROBE_TIMEOUT_S, OllamaBackend
 from tracegen.sandbox import detect_isolation
 from tracegen.schema import ChatMessage
 
@@ -62,14 +62,16 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
     key = settings.api_key.get_secret_value() if settings.api_key else None
     model = settings.model
     prefix = f"{host} " if len(settings.hosts) > 1 else ""
+    probe_s = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
+    async with OllamaBackend(host, model, api_key=key, timeout_s=probe_s, max_attempts=1) as probe:
+        try:
+            version = await probe.version()
+        except BackendError as e:
+            return [Check(f"{prefix}host", "fail", str(e))]
+    checks = [Check(f"{prefix}host", "ok", f"{host} reachable, Ollama {version}")]
     async with OllamaBackend(
         host, model, api_key=key, timeout_s=settings.request_timeout_s, max_attempts=1
     ) as backend:
-        try:
-            version = await backend.version()
-        except BackendError as e:
-            return [Check(f"{prefix}host", "fail", str(e))]
-        checks = [Check(f"{prefix}host", "ok", f"{host} reachable, Ollama {version}")]
         try:
             info = await backend.show(model)
         except ModelNotFound as e:

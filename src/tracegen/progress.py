@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -108,7 +109,7 @@ class Reporter:
         self.console = Console()
         self.errors = Console(stderr=True)
         self.plain_every_s = plain_every_s
-        self._last_line = 0.0
+        self._ticker: asyncio.Task[None] | None = None
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._live: Live | None = None
@@ -132,8 +133,10 @@ class Reporter:
         self.errors.print(f"tracegen: {message}", highlight=False, markup=False, soft_wrap=True)
 
     def start(self) -> None:
+        """Show progress from now on; call it inside the run's event loop."""
         self.stats.started = time.monotonic()
-        self._last_line = self.stats.started
+        if self.display == "plain":
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
         if self.display != "live":
             return
         self._bar = Progress(
@@ -151,11 +154,13 @@ class Reporter:
     def update(self) -> None:
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, completed=self.stats.done)
-        elif self.display == "plain":
-            now = time.monotonic()
-            if now - self._last_line >= self.plain_every_s or self.stats.done == self.stats.total:
-                self._last_line = now
-                self._plain_line()
+        elif self.display == "plain" and self.stats.done == self.stats.total:
+            self._plain_line()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.plain_every_s)
+            self._plain_line()
 
     def _plain_line(self) -> None:
         s = self.stats
@@ -165,6 +170,9 @@ class Reporter:
         )
 
     def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         if self._live is not None:
             self._live.stop()
             self._live = None

@@ -97,6 +97,12 @@ class RunFiles:
         self.rejects = rejects
         self.state = state_path(output)
         self.settings_hash = settings_hash
+        for p in (output, rejects):
+            if p is not None and p.suffix == ".gz":
+                raise ConfigError(
+                    f"{p}: run writes plain JSONL; give a name without .gz "
+                    "(compress the file once the run is over)"
+                )
         kinds = {output: TRACE_SCHEMA, self.state: STATE_SCHEMA}
         if rejects is not None:
             if rejects.resolve() == output.resolve():

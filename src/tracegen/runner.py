@@ -26,7 +26,7 @@ from tracegen.errors import (
     LogprobsMissing,
     TracegenError,
 )
-from tracegen.llm.ollama import OllamaBackend
+from tracegen.llm.ollama import PROBE_TIMEOUT_S, OllamaBackend
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
 from tracegen.modes.base import Episode, Mode
@@ -41,7 +41,6 @@ from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import Problem, Trace, TraceError
 
 GRACE_S = 5.0
-PREFLIGHT_TIMEOUT_S = 10.0
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
@@ -119,7 +118,7 @@ async def _open_pool(settings: RunSettings, reporter: Reporter) -> HostPool:
     async def probe(host: str) -> str | None:
         """Why ``host`` cannot be reached, or None: any HTTP answer means it can."""
         async with OllamaBackend(
-            host, settings.model, api_key=api_key, timeout_s=PREFLIGHT_TIMEOUT_S, max_attempts=1
+            host, settings.model, api_key=api_key, timeout_s=PROBE_TIMEOUT_S, max_attempts=1
         ) as backend:
             try:
                 await backend.version()

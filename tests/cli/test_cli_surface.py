@@ -78,4 +78,4 @@ def test_run_passes_only_known_settings(monkeypatch):
     runner.invoke(app, ["run", "--model", "m", "--host", "h1", "--host", "h2"])
     assert set(captured) <= set(RunSettings.model_fields)
     settings = load_settings(RunSettings, captured, env={})
-    assert (settings.model, settings.hosts) == ("m", ["http://h1", "http://h2"])
+    assert (settings.model, settings.hosts) == ("m", ["http://h1:11434", "http://h2:11434"])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.fake_ollama import FakeOllama, Fault, Reply
+from tracegen import doctor as doctor_module
 from tracegen.cli import app
 
 CLEAN_ENV = {"OLLAMA_API_KEY": "", "OLLAMA_HOST": "", "COLUMNS": "200"}
@@ -44,6 +46,18 @@ def test_unreachable_host_is_one_failing_row() -> None:
     assert code == 1
     assert f"cannot reach Ollama at http://127.0.0.1:{port}: is `ollama serve` running?" in out
     assert "Traceback" not in out
+
+
+@pytest.mark.timeout(60)
+def test_a_host_that_never_answers_is_one_failing_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor_module, "PROBE_TIMEOUT_S", 0.5)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        port = s.getsockname()[1]
+        code, out = doctor("--host", f"127.0.0.1:{port}", "--model", "m")
+    assert code == 1
+    assert f"http://127.0.0.1:{port} did not answer within 0.5s" in out
 
 
 def test_missing_logprobs_are_reported_and_fail_only_when_required(

@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply
+from tests.fake_ollama import FakeOllama, Fault, Reply, _Handler
 from tracegen.errors import (
     AuthError,
     BackendTimeout,
@@ -165,6 +165,23 @@ async def test_raw_renders_the_prompt_then_generates_raw(fake_ollama: FakeOllama
     body = sent(fake_ollama, 1)
     assert (body["raw"], body["think"], body["options"]) == (True, False, {"num_ctx": 4096})
     assert body["prompt"].endswith("<|im_start|>assistant\n<think>")
+
+
+async def test_raw_continuation_on_a_server_that_cannot_render_is_refused_not_retried(
+    fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = _Handler._infer
+
+    def older_ollama(handler: _Handler, body: dict[str, Any]) -> None:
+        body.pop("_debug_render_only", None)
+        answer(handler, body)
+
+    monkeypatch.setattr(_Handler, "_infer", older_ollama)
+    req = request(("user", "hi"), ("assistant", "<think>"))
+    async with backend(fake_ollama) as b:
+        with pytest.raises(BadRequest, match=r"raw continuation needs Ollama 0\.11\.5 or newer"):
+            await b.continue_message(req, "raw")
+    assert fake_ollama.paths() == ["/api/chat"]
 
 
 async def test_continuing_needs_an_assistant_message_last(fake_ollama: FakeOllama) -> None:

@@ -132,3 +132,18 @@ async def test_every_host_down_for_too_long_is_an_outage():
     await pool.aclose()
     assert errors[-1].startswith("no host has answered for 0.3s")
     assert len(errors) > 1
+
+
+async def test_requests_failing_together_bench_their_host_once():
+    now = [100.0]
+    with FakeOllama(latency_s=0.2) as server:
+        server.fail_next(*(Fault("status", status=500) for _ in range(6)))
+        pool = HostPool([backend(server.url)], limit=6, bench_s=5, clock=lambda: now[0])
+        calls = [new_caller(pool.chat(REQUEST)) for _ in range(6)]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        await pool.aclose()
+    assert all(isinstance(r, ServerError) for r in results)
+    (host,) = pool.hosts
+    assert host.failures == 6
+    assert host.times_benched == 1
+    assert host.benched_until == 105.0

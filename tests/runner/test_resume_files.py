@@ -158,3 +158,12 @@ def test_rejects_file_must_differ_from_the_output(tmp_path):
     out = tmp_path / "out.jsonl"
     with pytest.raises(ConfigError, match="is the output file"):
         open_files(out, out)
+
+
+@pytest.mark.parametrize("name", ["out.jsonl.gz", "rejects.jsonl.gz"])
+def test_a_compressed_file_name_is_refused_before_anything_is_written(tmp_path, name):
+    out, rejects = tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
+    given = {"out.jsonl.gz": (tmp_path / name, rejects), "rejects.jsonl.gz": (out, tmp_path / name)}
+    with pytest.raises(ConfigError, match=rf"{name}: run writes plain JSONL"):
+        open_files(*given[name])
+    assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 from functools import partial
 
+import pytest
+
 from tests.fake_ollama import FakeOllama, Reply
 from tests.runner.conftest import (
     expected_ideal,
@@ -187,3 +189,12 @@ def test_exec_timeout_bounds_every_execution(cli, fake_ollama, workspace):
     [trace] = read(workspace.out)
     assert trace["verdict"]["status"] == "timeout"
     assert trace["verdict"]["duration_s"] < 3
+
+
+@pytest.mark.parametrize("value", ["inf", "1e300"])
+def test_an_exec_timeout_out_of_range_is_one_line_exit_2(cli, workspace, value):
+    result = cli(workspace.args(dead_url(), "--exec-timeout", value))
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("tracegen: error: exec-timeout")
+    assert not workspace.out.exists()

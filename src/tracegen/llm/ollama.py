@@ -41,6 +41,9 @@ from tracegen.schema import TokenLogprob, ToolCall, ToolFunction, TopLogprob
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+PROBE_TIMEOUT_S = 10.0
+"""How long a host may take to answer ``/api/version`` before it counts as down."""
+
 _METRICS = {
     "prompt_eval_count": "prompt_eval_count",
     "eval_count": "eval_count",
@@ -179,7 +182,7 @@ class OllamaBackend:
         data = await self._retrying(partial(self._json, "POST", "/api/chat", body))
         info = data.get("_debug_info")
         if not isinstance(info, dict) or not isinstance(info.get("rendered_template"), str):
-            raise BackendError(
+            raise BadRequest(
                 f"{self.host} did not return a rendered prompt: "
                 "raw continuation needs Ollama 0.11.5 or newer"
             )

@@ -4,7 +4,8 @@ Each request goes to the available host with the fewest requests in flight, at m
 ``limit`` per host; among those, one that served the caller's previous request (its
 prompt prefix is cached there) wins the tie. A host whose requests fail
 ``failures_to_bench`` times in a row (after its own retries) is benched for ``bench_s``,
-doubling on each consecutive bench up to ``max_bench_s``; the failed request is retried on
+doubling on each consecutive bench up to ``max_bench_s`` (requests that were in flight and
+fail while it is benched do not bench it again); the failed request is retried on
 a host it has not tried yet. When every host is benched, requests wait for the earliest to
 return (after a bench, one more failure benches it again). When every host is benched and
 none has answered for ``max_outage_s``, the pool gives up with `BackendUnavailable` and
@@ -125,7 +126,7 @@ class HostPool:
                 h.failures += 1
                 h.streak += 1
                 h.last_error = str(e)
-                if h.streak >= self.failures_to_bench:
+                if h.streak >= self.failures_to_bench and h.benched_until <= self._clock():
                     self._bench(h)
                 if len(tried) >= len(self.hosts):
                     raise
