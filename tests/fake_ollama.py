@@ -73,7 +73,7 @@ class Fault:
             raise ValueError(f"unknown fault kind {self.kind!r}; known: {', '.join(FAULT_KINDS)}")
 
 
-Responder = Callable[[str, dict[str, Any]], "Reply | str"]
+Responder = Callable[[str, dict[str, Any]], "Reply | str | None"]
 Headers = dict[str, str]
 
 
@@ -252,7 +252,7 @@ class FakeOllama:
             if script is not None:
                 if not script:
                     return None
-                answer: Reply | str = script.popleft()
+                answer: Reply | str | None = script.popleft()
             else:
                 answer = self._responder(path, body) if self._responder else DEFAULT_REPLY
         return Reply(content=answer) if isinstance(answer, str) else answer
@@ -445,7 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = fake._reply(self.path, body)
         if reply is None:
-            self._error(500, "script exhausted")
+            self._error(500, "no reply: script exhausted, or the responder gave none")
             return
         self._stream(body, reply, is_chat, fault)
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -40,6 +42,8 @@ class RunStats:
     success: int = 0
     ideal: int = 0
     tokens: int = 0
+    retries: int = 0
+    put_back: int = 0
     failures: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
 
@@ -88,8 +92,18 @@ class _StatsLine:
 def _status(s: RunStats, in_flight: int) -> str:
     return (
         f"accepted {s.accepted} · success {s.rate(s.success)} · ideal {s.rate(s.ideal)} · "
-        f"{s.tokens / s.elapsed:.0f} tok/s · in flight {in_flight} · errors {s.failed}"
+        f"{s.tokens / s.elapsed:.0f} tok/s · in flight {in_flight} · errors {s.failed} · "
+        f"retries {s.retries}"
     )
+
+
+class _RetryHandler(logging.Handler):
+    def __init__(self, reporter: Reporter) -> None:
+        super().__init__(logging.WARNING)
+        self.reporter = reporter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.reporter.retry(record.getMessage())
 
 
 class Reporter:
@@ -127,6 +141,24 @@ class Reporter:
 
     def warn(self, message: str) -> None:
         self.notice(f"warning: {message}")
+
+    def retry(self, message: str) -> None:
+        """A model request being retried: counted, and one line when progress is plain."""
+        self.stats.retries += 1
+        if self.display == "plain":
+            self.warn(message)
+
+    @contextlib.contextmanager
+    def retries_from(self, logger: logging.Logger) -> Iterator[None]:
+        """While open, the warnings ``logger`` emits (the backend's retries) go to `retry`."""
+        handler = _RetryHandler(self)
+        propagate, logger.propagate = logger.propagate, False
+        logger.addHandler(handler)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.propagate = propagate
 
     def notice(self, message: str) -> None:
         """A line on stderr, shown even with ``--quiet``."""
@@ -198,6 +230,8 @@ class Reporter:
         table.add_row("failed", kept(s.failed))
         for reason, n in s.failures.most_common():
             table.add_row("", f"{n} × {reason}")
+        table.add_row("request retries", str(s.retries))
+        table.add_row("episodes run again", str(s.put_back))
         table.add_row("success rate", s.rate(s.success))
         table.add_row("ideal rate", s.rate(s.ideal))
         table.add_row("tokens", f"{s.tokens} ({s.tokens / s.elapsed:.0f}/s)")

@@ -11,10 +11,12 @@ cancels at once.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import shlex
 import signal
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -41,6 +43,8 @@ from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import Problem, Trace, TraceError
 
 GRACE_S = 5.0
+MAX_PUT_BACKS = 5
+"""How often an episode the backend gave up on runs again before its failure is recorded."""
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
@@ -58,6 +62,13 @@ def outcome_of(trace: Trace, settings: RunSettings) -> Outcome:
     ):
         return "rejected"
     return "accepted"
+
+
+def _put_back(trace: Trace, tries: int) -> bool:
+    """Whether to run an episode the backend gave up on again later rather than record it:
+    outages and overloads pass, so only an episode that keeps failing is recorded."""
+    error = trace.error
+    return error is not None and error.kind == "backend" and tries < MAX_PUT_BACKS
 
 
 def resume_command() -> str:
@@ -98,9 +109,18 @@ async def _run(settings: RunSettings) -> int:
             return 0
         pool = await _open_pool(settings, reporter)
         try:
-            return await _Run(
-                settings, mode, problems, files, pool, stats, reporter, system_prompt, generation
-            ).execute()
+            with reporter.retries_from(logging.getLogger("tracegen.llm")):
+                return await _Run(
+                    settings,
+                    mode,
+                    problems,
+                    files,
+                    pool,
+                    stats,
+                    reporter,
+                    system_prompt,
+                    generation,
+                ).execute()
         finally:
             await pool.aclose()
     finally:
@@ -167,6 +187,7 @@ class _Run:
     stopping: bool = False
     interrupted_by: signal.Signals | None = None
     warned_internal: bool = False
+    put_back: deque[tuple[Problem, int, int]] = field(default_factory=deque)
     workers: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def execute(self) -> int:
@@ -241,12 +262,24 @@ class _Run:
             if _key(problem, sample, s) not in self.files.done:
                 yield problem, sample
 
+    def _next(self, work: Iterator[tuple[Problem, int]]) -> tuple[Problem, int, int] | None:
+        """An episode put back after a host outage first, else the next new one."""
+        if self.put_back:
+            return self.put_back.popleft()
+        item = next(work, None)
+        return None if item is None else (*item, 0)
+
     async def _worker(self, work: Iterator[tuple[Problem, int]], sandbox: CodeRunner) -> None:
         while not self.stopping:
-            item = next(work, None)
+            item = self._next(work)
             if item is None:
                 return
-            trace = await self._episode(*item, sandbox)
+            problem, sample, tries = item
+            trace = await self._episode(problem, sample, sandbox)
+            if _put_back(trace, tries):
+                self.put_back.append((problem, sample, tries + 1))
+                self.stats.put_back += 1
+                continue
             outcome = outcome_of(trace, self.settings)
             self.files.record(trace, outcome)
             self.stats.add(trace, outcome == "accepted")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 
 from rich.console import Console
 
+from tests.fake_ollama import Fault
 from tracegen.progress import Reporter, RunStats
 
 
@@ -19,3 +21,23 @@ async def test_plain_progress_lines_come_even_while_no_episode_finishes():
     lines = reporter.console.file.getvalue().splitlines()
     assert len(lines) >= 2
     assert all(" 0/3 done · " in line and "in flight 2" in line for line in lines)
+
+
+def test_retries_are_counted_and_shown_once_each_off_a_terminal(cli, model, workspace, monkeypatch):
+    monkeypatch.setenv("TRACEGEN_RETRY_INITIAL_S", "0.01")
+    model.fail_next(Fault("status", 503), Fault("status", 503))
+    result = cli(workspace.args(model, "--limit", "2", "--concurrency", "1"))
+    assert result.exit_code == 0, result.output
+    retries = [line for line in result.stderr.splitlines() if "retrying in" in line]
+    assert len(retries) == 2
+    assert all(line.startswith("tracegen: warning: ") for line in retries)
+    assert re.search(r"request retries\s+│ 2\s", result.stdout)
+
+
+def test_quiet_runs_print_no_retry_lines(cli, model, workspace, monkeypatch):
+    monkeypatch.setenv("TRACEGEN_RETRY_INITIAL_S", "0.01")
+    model.fail_next(Fault("status", 503))
+    result = cli(workspace.args(model, "--limit", "1", "--quiet"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert len(model.requests) >= 2

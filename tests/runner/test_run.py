@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from functools import partial
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Reply
+from tests.fake_ollama import FakeOllama, Fault, Reply
 from tests.runner.conftest import (
     expected_ideal,
     expected_success,
@@ -17,7 +18,6 @@ from tests.runner.conftest import (
     solver,
 )
 from tracegen import runner
-from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
 
@@ -115,7 +115,7 @@ def test_an_unexpected_exception_becomes_a_failed_record(cli, model, workspace, 
 def test_a_server_down_for_too_long_stops_the_run_with_a_resume_hint(
     cli, model, workspace, monkeypatch
 ):
-    monkeypatch.setattr(runner, "OllamaBackend", partial(OllamaBackend, max_attempts=1))
+    monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
     monkeypatch.setattr(runner, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=0.3))
     model.fail_randomly(1.0, ["status"], seed=1)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
@@ -198,3 +198,32 @@ def test_an_exec_timeout_out_of_range_is_one_line_exit_2(cli, workspace, value):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("tracegen: error: exec-timeout")
     assert not workspace.out.exists()
+
+
+def test_episodes_caught_in_a_short_outage_run_again_instead_of_failing(
+    cli, model, workspace, monkeypatch
+):
+    monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
+    monkeypatch.setattr(runner, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=30))
+    model.fail_next(*[Fault("status", 503)] * 10)
+    result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
+    assert result.exit_code == 0, result.output
+    assert len(read(workspace.out)) == 12
+    assert read(workspace.rejects) == []
+    assert re.search(r"episodes run again\s+│ 10\s", result.stdout)
+
+
+def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
+    cli, model, workspace, monkeypatch
+):
+    monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
+    model.set_responder(
+        lambda path, body: None if problem_number(body) == 7 else solver(path, body)
+    )
+    result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
+    assert result.exit_code == 0, result.output
+    [failed] = read(workspace.rejects)
+    assert (failed["problem_id"], failed["error"]["reason"]) == ("p7", "server_error")
+    asked = [body for path, body, _ in model.requests if path == "/api/chat"]
+    assert sum(problem_number(body) == 7 for body in asked) == 1 + runner.MAX_PUT_BACKS
+    assert len(read(workspace.out)) == 11
