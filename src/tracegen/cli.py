@@ -133,7 +133,7 @@ def run(
         bool | None, typer.Option("--require-logprobs", help="Fail if the server returns none.")
     ] = None,
     sandbox: SandboxOpt = None,
-    exec_timeout_s: Annotated[
+    exec_timeout: Annotated[
         float | None,
         typer.Option(
             "--exec-timeout",

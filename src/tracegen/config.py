@@ -44,6 +44,9 @@ class GenerationSettings(BaseModel):
     tool_parser: str | None = Field(
         default=None, description="native-tools: parser for calls written as text (auto)"
     )
+    exec_timeout: float = Field(
+        default=10.0, gt=0, le=86_400, description="seconds of wall clock per execution"
+    )
     prompts_dir: Path | None = None
 
     def digest(self, prompt_text: str) -> str:
@@ -73,9 +76,6 @@ class RunSettings(GenerationSettings):
     request_timeout_s: float = Field(default=600.0, gt=0, description="per model request")
     max_attempts: int = Field(default=5, ge=1, description="tries per model request")
     retry_initial_s: float = Field(default=1.0, ge=0, description="first retry wait, doubling")
-    exec_timeout_s: float = Field(
-        default=10.0, gt=0, le=86_400, description="wall clock per execution"
-    )
     quiet: bool = False
 
     @field_validator("hosts", mode="before")

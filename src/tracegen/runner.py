@@ -196,7 +196,7 @@ class _Run:
         for sig in EXIT_SIGNAL:
             loop.add_signal_handler(sig, self._on_signal, sig)
         try:
-            limits = SandboxLimits(timeout_s=s.exec_timeout_s, cpu_s=math.ceil(s.exec_timeout_s))
+            limits = SandboxLimits(timeout_s=s.exec_timeout, cpu_s=math.ceil(s.exec_timeout))
             await self._execute(Sandbox(isolation=s.sandbox, limits=limits))
         finally:
             for sig in EXIT_SIGNAL:

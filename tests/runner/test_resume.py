@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.runner.conftest import keys, problem_number, read
 
 ALL = sorted((f"p{i}", 0) for i in range(12))
@@ -48,12 +50,16 @@ def test_resume_skips_samples_in_the_rejects_file(cli, model, workspace):
     assert sorted(keys(workspace.out, workspace.rejects)) == ALL
 
 
-def test_changed_settings_are_refused_with_one_line(cli, model, workspace):
+@pytest.mark.parametrize(
+    ("flag", "value", "name"),
+    [("--temperature", "0.1", "temperature"), ("--exec-timeout", "3", "exec_timeout")],
+)
+def test_changed_settings_are_refused_with_one_line(cli, model, workspace, flag, value, name):
     assert cli(workspace.args(model, "--limit", "2")).exit_code == 0
-    result = cli(workspace.args(model, "--temperature", "0.1"))
+    result = cli(workspace.args(model, flag, value))
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
-    assert "changed: temperature" in line and "--overwrite" in line
+    assert f"changed: {name}" in line and "--overwrite" in line
     assert len(read(workspace.out)) == 2
 
 
