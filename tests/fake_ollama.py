@@ -202,7 +202,7 @@ class FakeOllama:
     # ------------------------------------------------------------ behaviour
 
     def set_responder(self, fn: Responder) -> None:
-        """Answer chat/generate requests with ``fn(path, body)``."""
+        """Answer chat/generate requests with ``fn(path, body)``; ``None`` is a 500 ``no reply``."""
         self._responder = fn
 
     def script(self, *replies: Reply | str) -> None:
@@ -445,7 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = fake._reply(self.path, body)
         if reply is None:
-            self._error(500, "no reply: script exhausted, or the responder gave none")
+            self._error(500, "script exhausted" if fake._script is not None else "no reply")
             return
         self._stream(body, reply, is_chat, fault)
 
