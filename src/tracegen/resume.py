@@ -105,8 +105,9 @@ class RunFiles:
                 )
         kinds = {output: TRACE_SCHEMA, self.state: STATE_SCHEMA}
         if rejects is not None:
-            if rejects.resolve() == output.resolve():
-                raise ConfigError(f"--rejects {rejects} is the output file; give another file")
+            for taken, what in ((output, "the output file"), (self.state, "the run's state file")):
+                if rejects.resolve() == taken.resolve():
+                    raise ConfigError(f"--rejects {rejects} is {what}; give another file")
             kinds[rejects] = TRACE_SCHEMA
         self._lock = _RunLock(self.state, output)
         try:

@@ -154,10 +154,13 @@ def test_a_file_that_is_not_a_trace_file_is_refused_and_left_as_it_was(tmp_path)
     assert not state_path(out).exists()
 
 
-def test_rejects_file_must_differ_from_the_output(tmp_path):
+def test_rejects_file_must_differ_from_the_output_and_its_state(tmp_path):
     out = tmp_path / "out.jsonl"
     with pytest.raises(ConfigError, match="is the output file"):
         open_files(out, out)
+    with pytest.raises(ConfigError, match="is the run's state file"):
+        open_files(out, tmp_path / "out.jsonl.state")
+    assert not (tmp_path / "out.jsonl.state").exists()
 
 
 @pytest.mark.parametrize("name", ["out.jsonl.gz", "rejects.jsonl.gz"])

@@ -227,15 +227,7 @@ class OllamaBackend:
                 raw = await response.aread()
             except httpx.TransportError as e:
                 raise self._transport_error(e) from None
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise ProtocolError(
-                f"{self.host}{path} answered with something that is not JSON"
-            ) from None
-        if not isinstance(data, dict):
-            raise ProtocolError(f"{self.host}{path} answered with JSON that is not an object")
-        return data
+        return _json_object(raw, f"{self.host}{path}", "response")
 
     async def _stream(self, path: str, body: dict[str, Any], asked_logprobs: bool) -> Completion:
         acc = _Accumulator(chat=path == "/api/chat")
@@ -255,15 +247,7 @@ class OllamaBackend:
         return acc.completion(self.host, self.model, asked_logprobs)
 
     def _parse_line(self, line: str) -> dict[str, Any]:
-        try:
-            chunk = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise ProtocolError(
-                f"{self.host} sent a malformed NDJSON line: {_clip(line)!r}"
-            ) from None
-        if not isinstance(chunk, dict):
-            raise ProtocolError(f"{self.host} sent an NDJSON line that is not an object")
-        return chunk
+        return _json_object(line, self.host, "NDJSON line")
 
     def _transport_error(self, e: httpx.TransportError) -> BackendError:
         if isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
@@ -380,8 +364,21 @@ async def _lines(response: httpx.Response) -> AsyncIterator[str]:
             yield line
 
 
-def _clip(text: str, limit: int = 80) -> str:
+def _clip(text: str | bytes, limit: int = 80) -> str:
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _json_object(raw: str | bytes, source: str, what: str) -> dict[str, Any]:
+    """``raw`` as a JSON object, or `ProtocolError` naming its ``source`` and ``what`` it is."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ProtocolError(f"{source} sent a malformed {what}: {_clip(raw)!r}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{source} sent a {what} that is not a JSON object")
+    return data
 
 
 def _error_message(raw: bytes) -> str:
