@@ -13,11 +13,11 @@ import asyncio
 from pathlib import Path
 
 from tracegen.config import RunSettings, load_settings
+from tracegen.generate.scheduler import run_command
 from tracegen.problems import load_problems
-from tracegen.runner import run_command
 from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem
-from tracegen.stats import collect
+from tracegen.views.stats import collect
 
 
 async def check_references(problems: list[Problem]) -> None:

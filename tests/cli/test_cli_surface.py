@@ -40,7 +40,7 @@ def test_help_does_not_import_heavy_modules():
         "from tracegen.cli import app\n"
         "from typer.testing import CliRunner\n"
         "CliRunner().invoke(app, ['--help'])\n"
-        "print(' '.join(m for m in ('httpx', 'datasets', 'pyarrow', 'tracegen.runner') "
+        "print(' '.join(m for m in ('httpx', 'datasets', 'pyarrow', 'tracegen.generate.scheduler') "
         "if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

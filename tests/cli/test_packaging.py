@@ -34,7 +34,7 @@ def test_wheel_ships_prompts_and_problems_and_finds_them_when_installed(tmp_path
         capture_output=True,
     )
     code = (
-        "from tracegen.resources import data_dir\n"
+        "from tracegen.data import data_dir\n"
         "p = data_dir('prompts'); q = data_dir('problems')\n"
         "print(p); print(sorted(x.name for x in q.iterdir()))\n"
     )

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fake_ollama import FakeOllama, Fault, Reply
-from tracegen import doctor as doctor_module
+from tracegen.generate import doctor as doctor_module
 from tracegen.cli import app
 
 CLEAN_ENV = {"OLLAMA_API_KEY": "", "OLLAMA_HOST": "", "COLUMNS": "200"}

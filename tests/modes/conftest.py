@@ -10,10 +10,10 @@ import pytest
 
 from tests.fake_ollama import FakeOllama, Reply
 from tracegen.config import GenerationSettings
+from tracegen.data.prompts import load_prompt
+from tracegen.episode.spec import Episode
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.modes import get_mode
-from tracegen.modes.base import Episode
-from tracegen.prompts import load_prompt
 from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem, TestCase, Trace
 

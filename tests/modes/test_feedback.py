@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from tests.modes.conftest import ADD
-from tracegen.modes.feedback import (
+from tracegen.episode.feedback import (
     MAX_FAILURES_SHOWN,
     MAX_OUTPUT_CHARS,
     execution_feedback,

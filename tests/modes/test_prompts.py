@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.modes.conftest import ADD, TWICE
+from tracegen.data.prompts import load_prompt, task_message
 from tracegen.errors import ConfigError
 from tracegen.modes import MODE_NAMES, get_mode
-from tracegen.prompts import load_prompt, task_message
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "prompts"
 
@@ -38,10 +38,14 @@ def test_an_empty_override_file_is_a_config_error(tmp_path: Path) -> None:
         load_prompt("markers", tmp_path)
 
 
-@pytest.mark.parametrize("call", [get_mode, lambda name: load_prompt(name, None)])
-def test_an_unknown_mode_is_a_config_error_naming_the_known_ones(call: object) -> None:
+def test_an_unknown_mode_is_a_config_error_naming_the_known_ones() -> None:
     with pytest.raises(ConfigError, match="known: markers, forced-interleave"):
-        call("telepathy")  # type: ignore[operator]
+        get_mode("telepathy")
+
+
+def test_a_mode_without_a_shipped_prompt_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no prompt is shipped for mode 'telepathy'"):
+        load_prompt("telepathy", None)
 
 
 def test_the_task_says_what_the_answer_must_define_or_end_with() -> None:

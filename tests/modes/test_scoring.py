@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.modes.conftest import TWICE
-from tracegen.modes.limits import repeated_tail
-from tracegen.modes.program import Program, is_complete
+from tracegen.episode.limits import repeated_tail
+from tracegen.grading.answers import grade_answer
+from tracegen.grading.reward import RewardWeights, rescore
+from tracegen.parsing.program import Program, is_complete
 from tracegen.schema import ExecResult, Metrics, TestResult, Trace, TraceError
-from tracegen.scoring import RewardWeights, grade_answer, rescore
 
 
 def trace_with(passed: int, total: int, **extra: object) -> Trace:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fake_ollama import Reply
 from tests.modes.conftest import RIGHT, TWICE, WRONG, Episodes
-from tracegen.formats import convert_trace
+from tracegen.export.formats import convert_trace
 from tracegen.modes.native_tools import PYTHON_TOOL
 
 TEST_RIGHT = RIGHT + "\nprint(add(1, 2), add(-4, 1))"

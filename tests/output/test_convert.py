@@ -17,7 +17,7 @@ from tests.traces_factory import (
     tool_feedback_trace,
 )
 from tracegen.cli import app
-from tracegen.formats import convert_trace, escape_tags, unescape_tags
+from tracegen.export.formats import convert_trace, escape_tags, unescape_tags
 from tracegen.jsonl import iter_lines
 from tracegen.schema import Trace
 

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from tests.output.conftest import write_traces
 from tests.traces_factory import inline_tools_trace, markers_trace
 from tracegen.cli import app
-from tracegen.render import render_trace
+from tracegen.views.show import render_trace
 
 
 def _show(runner: CliRunner, *args: str | Path) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tracegen.problems.math import answers_match, extract_final_answer
+from tracegen.grading.answers import answers_match, extract_final_answer
 
 
 @pytest.mark.parametrize(

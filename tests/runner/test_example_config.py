@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracegen.config import RunSettings, load_settings
+from tracegen.data.prompts import load_prompt
 from tracegen.modes import get_mode
-from tracegen.prompts import load_prompt
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.toml"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracegen.plan import episode_seed, trace_id, work_order
+from tracegen.generate.plan import episode_seed, trace_id, work_order
 from tracegen.schema import Problem, TestCase
 
 

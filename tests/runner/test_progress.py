@@ -9,7 +9,7 @@ import re
 from rich.console import Console
 
 from tests.fake_ollama import Fault
-from tracegen.progress import Reporter, RunStats
+from tracegen.generate.progress import Reporter, RunStats
 
 
 async def test_plain_progress_lines_come_even_while_no_episode_finishes():

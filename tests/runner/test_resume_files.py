@@ -8,8 +8,8 @@ import pytest
 
 from tracegen.config import GenerationSettings
 from tracegen.errors import ConfigError
+from tracegen.generate.runfiles import RunFiles, settings_record, state_path
 from tracegen.jsonl import iter_lines
-from tracegen.resume import RunFiles, settings_record, state_path
 from tracegen.schema import Trace
 
 SETTINGS = GenerationSettings(mode="markers", model="m")

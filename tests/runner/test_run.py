@@ -17,7 +17,7 @@ from tests.runner.conftest import (
     read,
     solver,
 )
-from tracegen import runner
+from tracegen.generate import scheduler as runner
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tracegen.episode.spec import Episode, Mode
 from tracegen.errors import ConfigError
-from tracegen.modes.base import Episode, Mode
 
 MODE_NAMES = (
     "markers",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tracegen.episode.session import Session, TracedMode, turn_kinds
 from tracegen.modes.markers import assembled, interleaved
-from tracegen.modes.session import Session, TracedMode, turn_kinds
 from tracegen.schema import Trace
 
 STEP_TAGS = ("think", "code", "verify")

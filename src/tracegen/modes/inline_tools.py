@@ -10,9 +10,9 @@ answered with a ``tool_response`` saying so; a second failure in a row ends the 
 
 from __future__ import annotations
 
-from tracegen.modes.feedback import tool_error_json, tool_json
-from tracegen.modes.limits import unreadable_twice
-from tracegen.modes.session import SYSTEM_TAG_STOPS, Session, TracedMode
+from tracegen.episode.feedback import tool_error_json, tool_json
+from tracegen.episode.limits import unreadable_twice
+from tracegen.episode.session import SYSTEM_TAG_STOPS, Session, TracedMode
 from tracegen.parsing.segment import open_blocks
 from tracegen.parsing.toolcall import ToolCallParseError, find_tool_call, parse_tool_call
 from tracegen.schema import Step, Trace

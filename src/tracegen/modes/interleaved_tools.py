@@ -3,10 +3,10 @@ program runs and its result goes back; fix attempts follow."""
 
 from __future__ import annotations
 
+from tracegen.episode.session import Session, TracedMode
 from tracegen.modes.forced_interleave import CONTINUE, STEP_TAGS
 from tracegen.modes.markers import assembled
-from tracegen.modes.program import is_complete
-from tracegen.modes.session import Session, TracedMode
+from tracegen.parsing.program import is_complete
 from tracegen.schema import Trace
 
 MAX_BLOCK_LINES = 3

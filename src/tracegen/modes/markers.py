@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tracegen.modes.program import Program
-from tracegen.modes.session import Session, TracedMode
+from tracegen.episode.session import Session, TracedMode
+from tracegen.parsing.program import Program
 from tracegen.schema import Trace
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from tracegen.modes.feedback import tool_error_json, tool_json
-from tracegen.modes.limits import unreadable_twice
-from tracegen.modes.session import SYSTEM_TAG_STOPS, Session, TracedMode
+from tracegen.episode.feedback import tool_error_json, tool_json
+from tracegen.episode.limits import unreadable_twice
+from tracegen.episode.session import SYSTEM_TAG_STOPS, Session, TracedMode
 from tracegen.parsing.tool_parsers import parse_text_tool_calls
 from tracegen.schema import Step, ToolCall, Trace
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tracegen.modes.session import Session, turn_kinds
+from tracegen.episode.session import Session, turn_kinds
 from tracegen.modes.tool_feedback import ToolFeedback
 from tracegen.schema import ExecResult, Trace
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracegen.modes.session import Session, TracedMode, turn_kinds
+from tracegen.episode.session import Session, TracedMode, turn_kinds
 from tracegen.schema import ExecResult, Trace
 
 NO_CODE = "Your reply has no <code> block. Write your complete program in one <code> block."

@@ -1,6 +1,5 @@
 """Problem sets: shipped ones, HumanEval/MBPP/GSM8K, and tracegen JSONL/YAML files."""
 
-from tracegen.problems.command import problems_command
 from tracegen.problems.loader import load_problems
 
-__all__ = ["load_problems", "problems_command"]
+__all__ = ["load_problems"]

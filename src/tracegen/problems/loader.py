@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from tracegen.data import data_dir
 from tracegen.errors import ConfigError, ProblemFileError
 from tracegen.problems.files import Located, read_problem_file
 from tracegen.problems.hub import HUB_DATASETS, load_hub
-from tracegen.resources import data_dir
 from tracegen.schema import Problem
 
 

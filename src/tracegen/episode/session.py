@@ -13,14 +13,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Sequence
 from typing import Any, ClassVar
 
+from tracegen.data.prompts import task_message
+from tracegen.episode.feedback import execution_feedback
+from tracegen.episode.limits import EpisodeEnded, backend_failure, limit_reached, repeated_tail
+from tracegen.episode.spec import Episode
 from tracegen.errors import AuthError, BackendError, BadRequest, ModelNotFound
+from tracegen.grading.answers import grade_answer
+from tracegen.grading.reward import rescore
 from tracegen.llm.base import ChatOptions, ChatRequest, Completion, ContinueMethod
-from tracegen.modes.base import Episode
-from tracegen.modes.feedback import execution_feedback
-from tracegen.modes.limits import EpisodeEnded, backend_failure, limit_reached, repeated_tail
-from tracegen.modes.program import defines
+from tracegen.parsing.program import defines
 from tracegen.parsing.segment import open_blocks, segment, strip_system_tags
-from tracegen.prompts import task_message
 from tracegen.schema import (
     ChatMessage,
     ExecResult,
@@ -34,7 +36,6 @@ from tracegen.schema import (
     TurnLogprobs,
     Usage,
 )
-from tracegen.scoring import grade_answer, rescore
 
 SYSTEM_TAG_STOPS = ("\n<result>", "\n<error>", "\n<tool_response>")
 """Stop before a result the model starts to invent on a line of its own. Without the line
@@ -414,6 +415,6 @@ class TracedMode(ABC):
 
     def final_answer(self, reply: str) -> str | None:
         """A math problem's answer in the last assistant message."""
-        from tracegen.problems.math import extract_final_answer  # loads the problem loaders
+        from tracegen.grading.answers import extract_final_answer  # loads the problem loaders
 
         return extract_final_answer(reply)

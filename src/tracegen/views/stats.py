@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tracegen.errors import ConfigError, InputFileError, JsonlError
 from tracegen.jsonl import iter_lines
 from tracegen.schema import TRACE_SCHEMA
@@ -348,16 +346,3 @@ def collect(paths: list[Path], *, by: str | None = None, strict: bool = False) -
     if stats.total.traces == 0 and stats.malformed == 0:
         raise InputFileError(f"{', '.join(map(str, paths))}: holds no traces")
     return stats
-
-
-def stats_command(
-    *, files: list[str], json_out: bool = False, by: str | None = None, strict: bool = False
-) -> None:
-    """Print the statistics of ``files`` as tables, or as one JSON object with ``--json``."""
-    stats = collect(expand_files(files), by=by, strict=strict)
-    if json_out:
-        sys.stdout.write(orjson.dumps(stats.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    from tracegen.stats_view import print_stats
-
-    print_stats(stats)

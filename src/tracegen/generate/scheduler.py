@@ -2,7 +2,7 @@
 
 A fixed set of ``concurrency × hosts`` workers pulls (problem, sample) items from one lazy
 work iterator, so memory does not grow with the number of problems. Each worker builds an
-`Episode`, awaits the mode and records the trace (`tracegen.resume` keeps the files
+`Episode`, awaits the mode and records the trace (`tracegen.generate.runfiles` keeps the files
 resumable). SIGINT/SIGTERM stop the intake, give in-flight episodes `GRACE_S` seconds, then
 cancel them; a cancelled episode is not recorded and runs again on resume. A second signal
 cancels at once.
@@ -21,6 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tracegen.config import GenerationSettings, RunSettings
+from tracegen.data.prompts import load_prompt
+from tracegen.episode.limits import backend_failure
+from tracegen.episode.spec import Episode, Mode
 from tracegen.errors import (
     BackendError,
     BackendTimeout,
@@ -28,16 +31,13 @@ from tracegen.errors import (
     LogprobsMissing,
     TracegenError,
 )
+from tracegen.generate.plan import Key, episode_seed, trace_id, work_order
+from tracegen.generate.progress import Reporter, RunStats
+from tracegen.generate.runfiles import Outcome, RunFiles, settings_record
 from tracegen.llm.ollama import PROBE_TIMEOUT_S, OllamaBackend
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
-from tracegen.modes.base import Episode, Mode
-from tracegen.modes.limits import backend_failure
-from tracegen.plan import Key, episode_seed, trace_id, work_order
 from tracegen.problems import load_problems
-from tracegen.progress import Reporter, RunStats
-from tracegen.prompts import load_prompt
-from tracegen.resume import Outcome, RunFiles, settings_record
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import Problem, Trace, TraceError

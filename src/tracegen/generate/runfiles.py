@@ -35,8 +35,8 @@ from pydantic import Field, ValidationError
 
 from tracegen.config import GenerationSettings
 from tracegen.errors import ConfigError, OutputError
+from tracegen.generate.plan import Key
 from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail
-from tracegen.plan import Key
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
 
 STATE_SCHEMA = "tracegen.state/1"

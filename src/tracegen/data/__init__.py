@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tracegen.errors import TracegenError
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def data_dir(name: str) -> Path:

@@ -23,7 +23,7 @@ from tracegen.errors import (
     OutputError,
     TracegenError,
 )
-from tracegen.formats import Format, Row, convert_trace, features, is_convertible
+from tracegen.export.formats import Format, Row, convert_trace, features, is_convertible
 from tracegen.jsonl import JsonlWriter, iter_lines, iter_records
 from tracegen.schema import Trace
 

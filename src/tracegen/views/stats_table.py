@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from typing import Any
 
+import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tracegen.stats import Stats
+from tracegen.views.stats import Stats, collect, expand_files
 
 BARS = "▁▂▃▄▅▆▇█"
 HISTOGRAM_BINS = 12
@@ -177,3 +179,14 @@ def print_stats(stats: Stats, console: Console | None = None) -> None:
     console.print(_problems(data))
     if "by" in data:
         console.print(_groups(data["by"]))
+
+
+def stats_command(
+    *, files: list[str], json_out: bool = False, by: str | None = None, strict: bool = False
+) -> None:
+    """Print the statistics of ``files`` as tables, or as one JSON object with ``--json``."""
+    stats = collect(expand_files(files), by=by, strict=strict)
+    if json_out:
+        sys.stdout.write(orjson.dumps(stats.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    print_stats(stats)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from tracegen.schema import ExecResult, Problem, TestResult, Trace
+from tracegen.schema import ExecResult, Trace
 
 
 class RewardWeights(BaseModel):
@@ -56,20 +56,3 @@ def rescore(trace: Trace, structure_ok: bool, weights: RewardWeights = DEFAULT_W
     trace.reward = reward(trace, structure_ok, weights)
     trace.is_ideal = trace.success and structure_ok
     return trace
-
-
-def grade_answer(problem: Problem, answer: str | None) -> ExecResult:
-    """A math problem's verdict: its final answer compared by number with each answer test."""
-    from tracegen.problems.math import answers_match
-
-    results = [
-        TestResult(
-            name=t.name,
-            passed=answer is not None and answers_match(answer, str(t.expected)),
-            expected=str(t.expected),
-            actual=answer,
-        )
-        for t in problem.tests
-    ]
-    status = "ok" if all(r.passed for r in results) else "failed"
-    return ExecResult(status=status, tests=results)

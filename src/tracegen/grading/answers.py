@@ -7,6 +7,8 @@ import re
 import threading
 from fractions import Fraction
 
+from tracegen.schema import ExecResult, Problem, TestResult
+
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+"
 _HASHES = re.compile(r"####\s*\$?\s*(" + _NUMBER + ")")
 _ANSWER_IS = re.compile(r"answer\s*(?:is|:|=)\s*(?:\*\*)?\s*\$?\s*(" + _NUMBER + ")", re.IGNORECASE)
@@ -101,3 +103,18 @@ def answers_match(predicted: str, expected: str) -> bool:
         return True
     verdict = _math_verify_match(predicted, expected)
     return bool(verdict)
+
+
+def grade_answer(problem: Problem, answer: str | None) -> ExecResult:
+    """A math problem's verdict: its final answer compared by number with each answer test."""
+    results = [
+        TestResult(
+            name=t.name,
+            passed=answer is not None and answers_match(answer, str(t.expected)),
+            expected=str(t.expected),
+            actual=answer,
+        )
+        for t in problem.tests
+    ]
+    status = "ok" if all(r.passed for r in results) else "failed"
+    return ExecResult(status=status, tests=results)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tracegen.data import data_dir
 from tracegen.errors import ConfigError
-from tracegen.resources import data_dir
 from tracegen.schema import Problem
 
 MATH_INSTRUCTION = (
@@ -26,17 +26,16 @@ def _read(path: Path) -> str:
 
 def load_prompt(mode: str, prompts_dir: Path | None = None) -> str:
     """The system prompt of ``mode``: ``prompts_dir/<mode>.txt`` if there, else the shipped one."""
-    from tracegen.modes import MODE_NAMES
-
-    if mode not in MODE_NAMES:
-        raise ConfigError(f"unknown mode {mode!r}; known: {', '.join(MODE_NAMES)}")
+    shipped = data_dir("prompts") / f"{mode}.txt"
+    if not shipped.is_file():
+        raise ConfigError(f"no prompt is shipped for mode {mode!r}")
     if prompts_dir is not None:
         if not prompts_dir.is_dir():
             raise ConfigError(f"{prompts_dir}: prompts folder not found")
         override = prompts_dir / f"{mode}.txt"
         if override.exists():
             return _read(override)
-    return _read(data_dir("prompts") / f"{mode}.txt")
+    return _read(shipped)
 
 
 def task_message(problem: Problem) -> str:

@@ -1,0 +1,13 @@
+"""The command line: one thin module per command, each parsing flags and calling one library
+function. Heavy modules (httpx, datasets, the runner) are imported inside the commands so
+that ``tracegen --help`` stays fast."""
+
+from tracegen.cli import convert, doctor, problems, run, show, stats, verify
+from tracegen.cli.app import app
+
+__all__ = ["app", "convert", "doctor", "main", "problems", "run", "show", "stats", "verify"]
+
+
+def main() -> None:
+    """Console entry point."""
+    app(prog_name="tracegen")

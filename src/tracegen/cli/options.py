@@ -1,0 +1,35 @@
+"""Options shared by several commands, declared once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+GEN = "Generation"
+RUN = "Run"
+OUT = "Output"
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="TOML file of settings (flags and env win).")
+]
+HostOpt = Annotated[
+    list[str] | None,
+    typer.Option("--host", help="Ollama server URL; repeat for several. [env: OLLAMA_HOST]"),
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name as Ollama knows it.")]
+ProblemsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--problems",
+        help="builtin, humaneval, mbpp, gsm8k, or a file (tracegen JSONL/YAML, HumanEval).",
+    ),
+]
+LimitOpt = Annotated[int | None, typer.Option("--limit", help="Use only the first N problems.")]
+IdsOpt = Annotated[
+    str | None, typer.Option("--problem-ids", help="Comma-separated problem ids to use.")
+]
+SandboxOpt = Annotated[
+    str | None, typer.Option("--sandbox", help="Isolation: auto (default), bwrap or rlimit.")
+]
