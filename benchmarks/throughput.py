@@ -59,7 +59,7 @@ def _problems(path: Path, count: int) -> None:
 def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     """One run against the server at ``url``, in this process; returns its measurements."""
     from tracegen.config import RunSettings, load_settings
-    from tracegen.generate.scheduler import run_command
+    from tracegen.generate.command import run_command
     from tracegen.jsonl import iter_lines
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,12 +7,12 @@ A trace line is a `Trace` with ``"schema": "tracegen.trace/1"``; a problem line 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-TRACE_SCHEMA = "tracegen.trace/1"
-PROBLEM_SCHEMA = "tracegen.problem/1"
+TRACE_SCHEMA: Final = "tracegen.trace/1"
+PROBLEM_SCHEMA: Final = "tracegen.problem/1"
 
 
 class Record(BaseModel):
@@ -78,10 +78,13 @@ class ToolCall(Record):
     function: ToolFunction
 
 
+Role = Literal["system", "user", "assistant", "tool"]
+
+
 class ChatMessage(Record):
     """One message exactly as exchanged with the model server."""
 
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Role
     content: str = ""
     thinking: str | None = None
     tool_calls: list[ToolCall] | None = None
@@ -196,16 +199,40 @@ class Metrics(Record):
     latency_s: float = 0.0
 
 
+_LEGACY_USAGE = {
+    "prompt_eval_count": ("prompt_tokens", 1),
+    "eval_count": ("completion_tokens", 1),
+    "total_duration_ns": ("total_s", 1e-9),
+    "load_duration_ns": ("load_s", 1e-9),
+    "prompt_eval_duration_ns": ("prompt_s", 1e-9),
+    "eval_duration_ns": ("generation_s", 1e-9),
+}
+
+
 class Usage(Record):
-    """Totals of the server's counters over an episode (durations in nanoseconds)."""
+    """Totals of what the server reported over an episode, whatever the backend: tokens, and
+    durations in seconds (zero where the server said nothing)."""
 
     requests: int = 0
-    prompt_eval_count: int = 0
-    eval_count: int = 0
-    total_duration_ns: int = 0
-    load_duration_ns: int = 0
-    prompt_eval_duration_ns: int = 0
-    eval_duration_ns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_s: float = 0.0
+    generation_s: float = 0.0
+    load_s: float = 0.0
+    total_s: float = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy(cls, data: Any) -> Any:
+        """Traces written before usage was backend-neutral carry Ollama's counters."""
+        if not isinstance(data, dict) or not any(k in data for k in _LEGACY_USAGE):
+            return data
+        out = {k: v for k, v in data.items() if k not in _LEGACY_USAGE}
+        for old, (new, scale) in _LEGACY_USAGE.items():
+            if old in data and new not in out:
+                value = data[old]
+                out[new] = value * scale if isinstance(value, int | float) else value
+        return out
 
 
 class TraceError(Record):
