@@ -101,10 +101,13 @@ class TopLogprob(Record):
 
 
 class TokenLogprob(Record):
+    """One sampled token; ``id`` is its token id where the backend returned ids."""
+
     token: str
     logprob: float
     bytes: list[int] | None = None
     top_logprobs: list[TopLogprob] = Field(default_factory=list)
+    id: int | None = None
 
 
 class TurnLogprobs(Record):
@@ -112,6 +115,20 @@ class TurnLogprobs(Record):
 
     message_index: int
     tokens: list[TokenLogprob]
+
+
+class TokenRequest(Record):
+    """One model request exactly as the model saw it, where the backend returned token ids:
+    the ids of the whole prompt it was given and of every token it sampled (a stop string's
+    token included), with each sampled token's logprob. ``message_index`` is the assistant
+    message the completion went into. Consecutive requests of an episode share a prefix
+    when the next prompt extends the previous prompt and completion: the ids between are
+    what tracegen wrote (results, tool responses)."""
+
+    message_index: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float] | None = None
 
 
 # ---------------------------------------------------------------- execution
@@ -275,6 +292,7 @@ class Trace(Record):
     logprobs: list[TurnLogprobs] = Field(default_factory=list)
     logprobs_status: LogprobsStatus = "not_requested"
     continuation: Literal["prefill", "raw"] | None = None
+    token_requests: list[TokenRequest] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     error: TraceError | None = None
 

@@ -52,6 +52,7 @@ async def assemble(session: Session, scoring: Scoring, error: TraceError | None)
         logprobs=transcript.logprobs(),
         logprobs_status=transcript.logprobs_status(),
         continuation=session.turns.continuation,
+        token_requests=transcript.token_requests,
         usage=session.turns.usage,
         error=error,
     )

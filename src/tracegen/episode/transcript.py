@@ -20,6 +20,7 @@ from tracegen.schema import (
     Step,
     StepKind,
     TokenLogprob,
+    TokenRequest,
     ToolCall,
     TurnLogprobs,
 )
@@ -37,6 +38,7 @@ class Transcript:
         self.metrics = metrics
         self._logprobs: dict[int, list[TokenLogprob]] = {}
         self._logprobs_missing: set[int] = set()
+        self.token_requests: list[TokenRequest] = []
 
     def strip(self, text: str) -> str:
         """The model's text without the system tags it wrote itself (counted)."""
@@ -114,6 +116,16 @@ class Transcript:
         return [m.content for m in self.messages if m.role == "assistant"]
 
     def _add_logprobs(self, index: int, completion: Completion, kept: str) -> None:
+        if completion.prompt_ids is not None and completion.completion_ids is not None:
+            sampled = [t.logprob for t in completion.logprobs or []]
+            self.token_requests.append(
+                TokenRequest(
+                    message_index=index,
+                    prompt_ids=completion.prompt_ids,
+                    completion_ids=completion.completion_ids,
+                    logprobs=sampled if len(sampled) == len(completion.completion_ids) else None,
+                )
+            )
         if completion.logprobs is None:
             self._logprobs_missing.add(index)
             return

@@ -83,6 +83,11 @@ class Completion(BaseModel):
     host: str = ""
     model: str = ""
     continuation: ContinueMethod | None = None
+    prompt_ids: list[int] | None = None
+    """The token ids of the whole prompt the model was given, where the backend knows them."""
+    completion_ids: list[int] | None = None
+    """Every token id the model sampled (a stop string's included), where the backend knows
+    them; `logprobs` may hold fewer tokens (servers drop the stop string's)."""
 
 
 class Backend(Protocol):
