@@ -273,7 +273,7 @@ def _decode_each(
 def explain(err: msgspec.MsgspecError, name: str = "record") -> str:
     """A msgspec decoding error as the reason part of a FILE:LINE message."""
     text = str(err)
-    if isinstance(err, msgspec.DecodeError):
+    if not isinstance(err, msgspec.ValidationError):
         return f"not valid JSON ({text})"
     where = ""
     at = _AT.match(text)
