@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from typer.testing import CliRunner
@@ -197,6 +198,16 @@ def test_stats_of_a_file_with_nan_or_huge_counts_is_one_line(
     assert done.returncode == 2
     assert done.stderr.startswith(f"tracegen: error: {path}:2: ")
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_counts_that_add_up_past_64_bits_still_print(runner: CliRunner, tmp_path: Path) -> None:
+    big = 2**63 - 1
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_line(markers_trace(i), parse_failures=big) for i in range(3)))
+    result = runner.invoke(app, ["stats", str(path), "--json"])
+    assert msgspec.json.decode(result.stdout)["parse_failures"] == 3 * big
+    result = runner.invoke(app, ["stats", str(path)])
+    assert result.exit_code == 0, result.output
 
 
 def test_a_large_file_counts_the_same_on_one_process_and_on_two(

@@ -413,3 +413,18 @@ def collect(
     if stats.total.traces == 0 and stats.malformed == 0:
         raise InputFileError(f"{', '.join(map(str, paths))}: holds no traces")
     return stats
+
+
+def stats_command(
+    *, files: list[str], json_out: bool = False, by: str | None = None, strict: bool = False
+) -> None:
+    """Print the statistics of ``files`` as tables, or as one JSON object with ``--json``."""
+    stats = collect(expand_files(files), by=by, strict=strict)
+    data = stats.to_json()
+    if json_out:
+        # msgspec writes integers of any size: counts summed over many lines may pass 2⁶⁴.
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(data), indent=2).decode() + "\n")
+        return
+    from tracegen.views.stats_table import print_stats
+
+    print_stats(data, stats.distributions)
