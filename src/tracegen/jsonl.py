@@ -104,7 +104,7 @@ def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
             if not raw:
                 return
             lineno += 1
-            if raw.strip():
+            if not raw.isspace():
                 yield lineno, raw
 
 
@@ -262,7 +262,7 @@ def _decode_each(
     if block.endswith(b"\n"):
         lines.pop()
     for lineno, raw in enumerate(lines, first + 1):
-        if not raw.strip():
+        if not raw or raw.isspace():
             continue
         try:
             yield decoder.decode(raw)
