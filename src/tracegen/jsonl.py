@@ -126,9 +126,11 @@ def iter_records(
         yield lineno, record
 
 
-def validate(obj: Row | bytes, model: type[M], path: str | Path, lineno: int) -> M:
+def validate(
+    obj: Row | bytes, model: type[M], path: str | Path, lineno: int, *, name: str | None = None
+) -> M:
     """``obj`` (a dict or a JSON line read from ``path`` at ``lineno``) as ``model``;
-    `JsonlError` names FILE:LINE."""
+    `JsonlError` names FILE:LINE and the record (``name``, or the model's)."""
     from pydantic import ValidationError
 
     try:
@@ -138,7 +140,8 @@ def validate(obj: Row | bytes, model: type[M], path: str | Path, lineno: int) ->
     except ValidationError as e:
         if isinstance(obj, bytes) and e.errors()[0]["type"] == "json_invalid":
             raise JsonlError(f"{path}:{lineno}: not valid JSON ({_short(e)})") from None
-        raise JsonlError(f"{path}:{lineno}: not a valid {model.__name__}: {_short(e)}") from None
+        what = name or model.__name__
+        raise JsonlError(f"{path}:{lineno}: not a valid {what}: {_short(e)}") from None
 
 
 def dumps(record: BaseModel | Row) -> bytes:
