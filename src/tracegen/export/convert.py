@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from datasets import Features
 
 BATCH_ROWS = 100
-"""Records converted and written together (a Parquet row group, an Arrow record batch)."""
+"""Records converted and written together into Parquet or Arrow (a row group, a record
+batch); JSONL alone is written a record at a time."""
 
 
 class _SkippedTurn(BaseModel):
@@ -155,7 +156,8 @@ def convert_file(
             stack.callback(output.close)
             outputs.append(output)
         rows = iter_converted(source, options, counts)
-        while chunk := list(islice(rows, BATCH_ROWS)):
+        size = BATCH_ROWS if ARROW_OUTPUTS & targets.keys() else 1
+        while chunk := list(islice(rows, size)):
             batch = Batch(chunk, feats)
             for output in outputs:
                 output.write(batch)
