@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import itertools
 import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 import msgspec
 import orjson
@@ -55,7 +56,7 @@ def _open_binary(path: Path, *, buffered: bool = True) -> IO[bytes]:
     """``path`` for reading, uncompressed; ``buffered=False`` for reads of large blocks."""
     try:
         if path.suffix == ".gz":
-            return gzip.open(path, "rb")
+            return cast("IO[bytes]", gzip.open(path, "rb"))
         return path.open("rb", buffering=-1 if buffered else 0)
     except FileNotFoundError:
         raise InputFileError(f"{path}: no such file") from None
@@ -196,7 +197,7 @@ def iter_struct_blocks(
     path = Path(path)
     seen = 0
     with _open_binary(path, buffered=False) as fh:
-        for buf, size in _line_blocks(path, fh, *span):
+        for buf, size in _line_blocks(path, cast("io.RawIOBase", fh), *span):
             count = _count_lines(buf, size)
             block = memoryview(buf)[:size]
             try:
@@ -212,7 +213,7 @@ def iter_struct_blocks(
 def _count_lines(buf: bytearray, size: int) -> int:
     """Lines in the first ``size`` bytes of ``buf`` (a find per line: faster than
     ``bytearray.count`` for lines of a few hundred bytes and more)."""
-    count = buf[size - 1] != NEWLINE
+    count = int(buf[size - 1] != NEWLINE)
     at = buf.find(b"\n", 0, size)
     while at >= 0:
         count += 1
@@ -221,7 +222,7 @@ def _count_lines(buf: bytearray, size: int) -> int:
 
 
 def _line_blocks(
-    path: Path, fh: IO[bytes], start: int, end: int | None
+    path: Path, fh: io.RawIOBase | io.BufferedIOBase, start: int, end: int | None
 ) -> Iterator[tuple[bytearray, int]]:
     """Whole lines from ``start`` to ``end`` (or the end of the file) as ``(buffer, size)``:
     the first ``size`` bytes of ``buffer``, which is refilled for the next block."""

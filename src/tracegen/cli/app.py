@@ -17,14 +17,14 @@ from tracegen.errors import TracegenError
 class _Group(TyperGroup):
     """Turns every `TracegenError` into one line on stderr and its exit status."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except TracegenError as e:
             typer.echo(f"tracegen: error: {e}", err=True)
             raise typer.Exit(e.exit_code) from None
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
 
 

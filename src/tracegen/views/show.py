@@ -50,7 +50,9 @@ def _tool_call(text: str) -> RenderableType:
     except orjson.JSONDecodeError:
         return Text(text)
     function = call.get("function", call) if isinstance(call, dict) else None
-    args = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(function, dict):
+        return _code(orjson.dumps(call, option=orjson.OPT_INDENT_2).decode(), "json")
+    args = function.get("arguments")
     if isinstance(args, dict) and isinstance(args.get("code"), str):
         name = Text(f"{function.get('name', '?')}(code=…)", style="bold")
         return Group(name, _code(args["code"]))
