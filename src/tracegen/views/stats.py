@@ -187,8 +187,8 @@ class Stats:
         for name, value in zip(COUNTED, _COUNTED_VALUES(metrics), strict=True):
             self.counted[name] += value
         self.traces_with_hallucinations += metrics.hallucinated_results > 0
-        if metrics.parse_strategies:
-            self.strategies.update(metrics.parse_strategies)
+        for strategy, n in metrics.parse_strategies.items():
+            self.strategies[strategy] += n
         self.logprobs[facts.logprobs_status] += 1
         self.assistant_turns += sum(m.role == "assistant" for m in facts.messages or ())
         self.turns_with_logprobs += len(facts.logprobs or ())
