@@ -242,3 +242,18 @@ def test_strict_stops_at_the_first_bad_line_of_a_large_file(
         fh.write(b"not json\n")
     with pytest.raises(JsonlError, match=rf"^{path}:{len(traces) + 1}: expected a JSON object"):
         collect([path], strict=True, workers=2)
+
+
+def test_stats_json_reads_without_pydantic_or_rich(trace_file: Path) -> None:
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['tracegen', 'stats', {str(trace_file)!r}, '--json']\n"
+        "try:\n"
+        "    runpy.run_module('tracegen', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print([m for m in ('pydantic', 'rich') if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert orjson.loads(done.stdout)["traces"] > 0
+    assert done.stderr.strip() == "[]"
