@@ -160,19 +160,15 @@ def line_spans(path: str | Path, size: int) -> list[tuple[int, int | None]]:
     whole lines; the last one ends at the end of the file (``None``). A gzip file cannot be
     entered in the middle and is one range."""
     path = Path(path)
-    try:
-        total = path.stat().st_size
-    except OSError as e:
-        raise InputFileError(f"{path}: cannot read: {e.strerror}") from None
     starts = [0]
-    if path.suffix != ".gz":
-        with _open_binary(path) as fh:
-            while starts[-1] + size < total:
-                fh.seek(starts[-1] + size - 1)
-                fh.readline()
-                if fh.tell() >= total:
-                    break
-                starts.append(fh.tell())
+    with _open_binary(path) as fh:
+        total = 0 if path.suffix == ".gz" else os.fstat(fh.fileno()).st_size
+        while starts[-1] + size < total:
+            fh.seek(starts[-1] + size - 1)
+            fh.readline()
+            if fh.tell() >= total:
+                break
+            starts.append(fh.tell())
     return [*itertools.pairwise(starts), (starts[-1], None)]
 
 
