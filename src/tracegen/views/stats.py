@@ -87,6 +87,7 @@ class Role(msgspec.Struct, gc=False):
 class TraceFacts(msgspec.Struct, gc=False):
     """What stats needs from one trace line; every other field is skipped unread."""
 
+    # `tracegen.schema.TRACE_SCHEMA`, written out: importing the schema imports pydantic.
     schema: Literal["tracegen.trace/1"]
     id: str
     problem_id: str
