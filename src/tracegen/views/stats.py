@@ -15,6 +15,7 @@ grow; median and p90 interpolate linearly between closest ranks, like ``numpy.qu
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import math
@@ -394,20 +395,21 @@ def collect(
     stats = Stats(by=by, files=[str(p) for p in paths])
     spans = [line_spans(path, SPAN_BYTES) for path in paths]
     jobs = [(path, span) for path, cuts in zip(paths, spans, strict=True) for span in cuts]
-    parts = _parts(jobs, by, strict, _cores() if workers is None else workers)
+    workers = _cores() if workers is None else workers
     reported = 0
-    for path, cuts in zip(paths, spans, strict=True):
-        before = 0
-        for part in itertools.islice(parts, len(cuts)):
-            for lineno, reason in part.bad:
-                err = JsonlError(f"{path}:{before + lineno}: {reason}")
-                if strict:
-                    raise err
-                if reported < MAX_REPORTED:
-                    print(f"tracegen: warning: {err}", file=sys.stderr)
-                    reported += 1
-            before += part.lines
-            stats.merge(part.stats)
+    with contextlib.closing(_parts(jobs, by, strict, workers)) as parts:
+        for path, cuts in zip(paths, spans, strict=True):
+            before = 0
+            for part in itertools.islice(parts, len(cuts)):
+                for lineno, reason in part.bad:
+                    err = JsonlError(f"{path}:{before + lineno}: {reason}")
+                    if strict:
+                        raise err
+                    if reported < MAX_REPORTED:
+                        print(f"tracegen: warning: {err}", file=sys.stderr)
+                        reported += 1
+                before += part.lines
+                stats.merge(part.stats)
     hidden = stats.malformed - reported
     if hidden > 0:
         print(f"tracegen: warning: … and {hidden} more malformed lines", file=sys.stderr)
