@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import statistics
 import subprocess
 import sys
@@ -257,3 +258,11 @@ def test_stats_json_reads_without_pydantic_or_rich(trace_file: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert orjson.loads(done.stdout)["traces"] > 0
     assert done.stderr.strip() == "[]"
+
+
+def test_a_gzipped_file_counts_like_the_plain_one(runner: CliRunner, trace_file: Path) -> None:
+    packed = trace_file.with_name("traces.jsonl.gz")
+    packed.write_bytes(gzip.compress(trace_file.read_bytes()))
+    plain, gzipped = _stats(runner, trace_file), _stats(runner, packed)
+    assert gzipped.pop("files") == [str(packed)] and plain.pop("files") == [str(trace_file)]
+    assert gzipped == plain
