@@ -1,4 +1,8 @@
-"""The Typer application every command registers on, and the one-line error edge."""
+"""The Typer application every command registers on, and the one-line error edge.
+
+Help is plain text: Typer's rich help pulls in Markdown, syntax highlighting and traceback
+rendering (about 0.1 s before a command can start), which `tracegen --help` does not need.
+"""
 
 from __future__ import annotations
 
@@ -30,5 +34,5 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
 )

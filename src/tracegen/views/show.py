@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -17,8 +18,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from tracegen.errors import ConfigError, InputFileError
-from tracegen.jsonl import iter_lines, validate
+from tracegen.errors import ConfigError, InputFileError, JsonlError
+from tracegen.jsonl import explain, iter_raw_lines, validate
 from tracegen.schema import ChatMessage, Step, Trace
 
 STYLES = {
@@ -49,8 +50,10 @@ def _tool_call(text: str) -> RenderableType:
     except orjson.JSONDecodeError:
         return Text(text)
     function = call.get("function", call) if isinstance(call, dict) else None
-    args = function.get("arguments") if isinstance(function, dict) else None
-    if isinstance(function, dict) and isinstance(args, dict) and isinstance(args.get("code"), str):
+    if not isinstance(function, dict):
+        return _code(orjson.dumps(call, option=orjson.OPT_INDENT_2).decode(), "json")
+    args = function.get("arguments")
+    if isinstance(args, dict) and isinstance(args.get("code"), str):
         name = Text(f"{function.get('name', '?')}(code=…)", style="bold")
         return Group(name, _code(args["code"]))
     return _code(orjson.dumps(call, option=orjson.OPT_INDENT_2).decode(), "json")
@@ -163,10 +166,24 @@ def render_trace(trace: Trace) -> Group:
     return Group(*(p for p in parts if p is not None))
 
 
-def _candidates(path: Path, only_failed: bool) -> Iterator[tuple[int, dict[str, Any]]]:
-    for lineno, obj in iter_lines(path):
-        if not only_failed or obj.get("success") is not True:
-            yield lineno, obj
+class _Head(msgspec.Struct, gc=False):
+    """What picking a trace needs from each line; the rest is read for the one shown."""
+
+    id: Any = None
+    success: Any = None
+
+
+_HEAD = msgspec.json.Decoder(_Head)
+
+
+def _candidates(path: Path, only_failed: bool) -> Iterator[tuple[int, bytes, _Head]]:
+    for lineno, raw in iter_raw_lines(path):
+        try:
+            head = _HEAD.decode(raw)
+        except msgspec.MsgspecError as e:
+            raise JsonlError(f"{path}:{lineno}: {explain(e, 'trace')}") from None
+        if not only_failed or head.success is not True:
+            yield lineno, raw, head
 
 
 def find_trace(
@@ -179,13 +196,13 @@ def find_trace(
         raise ConfigError(f"--index: expected 0 or more, got {index}")
     which = "failed trace" if only_failed else "trace"
     seen = 0
-    for lineno, obj in _candidates(path, only_failed):
-        if trace_id is not None and obj.get("id") != trace_id:
+    for lineno, raw, head in _candidates(path, only_failed):
+        if trace_id is not None and head.id != trace_id:
             continue
         if trace_id is None and seen < (index or 0):
             seen += 1
             continue
-        return validate(obj, Trace, path, lineno)
+        return validate(raw, Trace, path, lineno)
     if trace_id is not None:
         raise InputFileError(f"{path}: no {which} with id {trace_id!r}")
     raise InputFileError(f"{path}: no {which} at index {index or 0} ({seen} in the file)")
