@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
