@@ -2,12 +2,25 @@
 function. Heavy modules (httpx, datasets, the runner) are imported inside the commands so
 that ``tracegen --help`` stays fast."""
 
-from tracegen.cli import convert, doctor, problems, report, run, show, stats, verify
+from tracegen.cli import (
+    convert,
+    decontaminate,
+    dedup,
+    doctor,
+    problems,
+    report,
+    run,
+    show,
+    stats,
+    verify,
+)
 from tracegen.cli.app import app
 
 __all__ = [
     "app",
     "convert",
+    "decontaminate",
+    "dedup",
     "doctor",
     "main",
     "problems",

@@ -23,6 +23,7 @@ from tracegen.errors import (
     OutputError,
     TracegenError,
 )
+from tracegen.export.card import write_card
 from tracegen.export.formats import Format, Row, convert_trace, features, is_convertible
 from tracegen.jsonl import JsonlWriter, iter_lines, iter_records
 from tracegen.schema import Trace
@@ -246,6 +247,7 @@ def convert_command(
         if output is None and parquet is None:
             for _ in iter_converted(input, options, counts):
                 pass
+        write_card(to_hf, input, options, counts)
     counts.outputs = [str(p) for p in targets]
     Console(stderr=True, highlight=False).print(
         counts.summary(options), markup=False, soft_wrap=True

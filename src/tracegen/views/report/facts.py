@@ -9,17 +9,15 @@ per (mode, outcome), so the page can embed a bounded sample of traces for browsi
 
 from __future__ import annotations
 
-import gzip
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import IO
 
 import msgspec
 
-from tracegen.errors import InputFileError
+from tracegen.rawlines import iter_raw
 from tracegen.schema import TRACE_SCHEMA
 
 OUTCOMES = ("ideal", "success", "failed", "error")
@@ -172,31 +170,16 @@ class ReportFacts:
         return sorted(chosen)
 
 
-def open_lines(path: Path) -> IO[bytes]:
-    """``path`` opened for binary reading, gzip-decoded when it ends in ``.gz``."""
-    try:
-        return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
-    except OSError as e:
-        raise InputFileError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
 def collect_facts(paths: list[Path], sample_size: int, seed: int = 0) -> ReportFacts:
     """Read every line of ``paths`` once and count what the report adds to `stats`."""
     facts = ReportFacts(sample_size=sample_size)
     rng = random.Random(seed)
     for file_index, path in enumerate(paths):
-        with open_lines(path) as fh:
-            offset = 0
+        for _, offset, raw in iter_raw(path):
             try:
-                for raw in fh:
-                    position = (file_index, offset)
-                    offset += len(raw)
-                    try:
-                        line = _DECODER.decode(raw)
-                    except msgspec.DecodeError:
-                        continue
-                    if line.schema == TRACE_SCHEMA:
-                        facts.add(line, position, rng)
-            except (OSError, EOFError) as e:
-                raise InputFileError(f"{path}: cannot read: {e}") from None
+                line = _DECODER.decode(raw)
+            except msgspec.DecodeError:
+                continue
+            if line.schema == TRACE_SCHEMA:
+                facts.add(line, (file_index, offset), rng)
     return facts

@@ -13,8 +13,9 @@ import orjson
 
 from tracegen.errors import JsonlError
 from tracegen.jsonl import validate
+from tracegen.rawlines import open_binary
 from tracegen.schema import ChatMessage, Trace
-from tracegen.views.report.facts import Position, failure_kind, open_lines, outcome
+from tracegen.views.report.facts import Position, failure_kind, outcome
 
 MAX_TEXT = 20_000
 
@@ -102,7 +103,7 @@ def read_sample(paths: list[Path], positions: list[Position]) -> list[dict[str, 
         by_file.setdefault(file_index, []).append(offset)
     for file_index, offsets in by_file.items():
         path = paths[file_index]
-        with open_lines(path) as fh:
+        with open_binary(path) as fh:
             for offset in offsets:
                 fh.seek(offset)
                 try:
