@@ -58,6 +58,10 @@ def _card(key: str, value: str, sub: str = "") -> str:
     )
 
 
+def _few(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if names[shown:] else "")
+
+
 def _cards(data: dict[str, Any], facts: ReportFacts) -> str:
     n = data["traces"]
     return "".join(
@@ -70,7 +74,7 @@ def _cards(data: dict[str, Any], facts: ReportFacts) -> str:
                 num(data["failed_episodes"]),
                 f"{len(data['failed_by_reason'])} reason(s)",
             ),
-            _card("modes", num(len(facts.by_mode)), ", ".join(sorted(facts.by_mode))[:60]),
+            _card("modes", num(len(facts.by_mode)), _few(sorted(facts.by_mode))),
             _card("problems", num(len(data["problems"])), ""),
             _card("malformed lines", num(data["malformed_lines"]), "skipped"),
         ]
@@ -148,7 +152,9 @@ def _problems(data: dict[str, Any]) -> str:
     note = "hardest first"
     if len(rows) > len(shown):
         note += f"; the {len(shown)} hardest of {len(rows)}"
-    chart = hbars(bars, title="success per problem", color=SUCCESS, high=1.0, fmt=percent)
+    chart = hbars(
+        bars, title="success per problem", color=SUCCESS, high=1.0, fmt=percent, width=960
+    )
     never = sum(1 for _, row in rows if row["success"] == 0)
     note += f"; {never} problem(s) never pass"
     return _plot("Success per problem", chart, note, wide=True, scroll=True)

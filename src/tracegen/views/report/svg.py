@@ -17,6 +17,7 @@ ROW = 22
 LABEL_CHARS = 34
 MAX_BINS = 20
 MAX_X_LABELS = 10
+CHAR_WIDTH = 6.2
 
 Format = Callable[[float], str]
 
@@ -64,9 +65,7 @@ def _svg(width: int, height: int, body: list[str], label: str, fixed: bool = Fal
     size = f' style="max-width: {width}px"' if fixed else ""
     return (
         f'<svg class="chart"{size} viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
-        + "".join(body)
-        + "</svg>"
+        f'aria-label="{escape(label)}">' + "".join(body) + "</svg>"
     )
 
 
@@ -93,10 +92,15 @@ def columns(
 ) -> str:
     """Vertical bars, one group per label, one bar per series; values may be negative."""
     values = [v for s in series for v in s.values] or [0.0]
+    n = max(len(labels), 1)
+    every = math.ceil(n / MAX_X_LABELS)
+    wrapped = max(map(len, labels), default=0) * CHAR_WIDTH > (width - LEFT - RIGHT) / n * every
+    bottom = BOTTOM + 14 * wrapped
+    height += 14 * wrapped
     low, high = y_range or (min(0.0, *values), max(0.0, *values))
     ticks = nice_ticks(low, high)
     low, high = min(low, ticks[0]), max(high, ticks[-1])
-    plot_w, plot_h = width - LEFT - RIGHT, height - TOP - BOTTOM
+    plot_w, plot_h = width - LEFT - RIGHT, height - TOP - bottom
 
     def y(v: float) -> float:
         return TOP + plot_h * (high - v) / (high - low)
@@ -110,26 +114,29 @@ def columns(
             f'<text class="axis" x="{LEFT - 6}" y="{y(t) + 4:.1f}" text-anchor="end">'
             f"{escape(fmt(t))}</text>"
         )
-    n = max(len(labels), 1)
     group = plot_w / n
     bar = min(group * 0.8 / max(len(series), 1), 48)
-    every = math.ceil(n / MAX_X_LABELS)
     for i, label in enumerate(labels):
         x0 = LEFT + group * i + (group - bar * len(series)) / 2
         for j, s in enumerate(series):
             v = s.values[i]
-            top, bottom = sorted((y(v), y(0)))
+            upper, lower = sorted((y(v), y(0)))
             tip = f"{label} · {s.name}: {fmt(v)}" if len(series) > 1 else f"{label}: {fmt(v)}"
             body.append(
-                f'<rect x="{x0 + j * bar:.1f}" y="{top:.1f}" width="{max(bar - 1, 1):.1f}" '
-                f'height="{max(bottom - top, 0.5):.1f}" rx="1.5" fill="{s.color}">'
+                f'<rect x="{x0 + j * bar:.1f}" y="{upper:.1f}" width="{max(bar - 1, 1):.1f}" '
+                f'height="{max(lower - upper, 0.5):.1f}" rx="1.5" fill="{s.color}">'
                 f"<title>{escape(tip)}</title></rect>"
             )
         if i % every == 0:
             cx = LEFT + group * (i + 0.5)
+            lines = _wrap(label, int(group * every / CHAR_WIDTH)) if wrapped else [label]
+            spans = "".join(
+                f'<tspan x="{cx:.1f}" dy="{0 if k == 0 else 13}">{escape(part)}</tspan>'
+                for k, part in enumerate(lines)
+            )
             body.append(
-                f'<text class="axis" x="{cx:.1f}" y="{height - BOTTOM + 16}" '
-                f'text-anchor="middle">{escape(_short(label, 14))}</text>'
+                f'<text class="axis" x="{cx:.1f}" y="{height - bottom + 16}" '
+                f'text-anchor="middle">{spans}</text>'
             )
     body.append(
         f'<line class="baseline" x1="{LEFT}" x2="{width - RIGHT}" y1="{y(0):.1f}" y2="{y(0):.1f}"/>'
@@ -164,6 +171,15 @@ def bins(counts: Counter[float], max_bins: int = MAX_BINS) -> tuple[list[str], l
 def histogram(counts: Counter[float], *, title: str, color: str) -> str:
     labels, heights = bins(counts)
     return columns(labels, [Series("traces", heights, color)], title=title)
+
+
+def _wrap(label: str, width: int) -> list[str]:
+    """A label on at most two lines, broken after a hyphen, slash or space near the middle."""
+    breaks = [i + 1 for i, c in enumerate(label) if c in "-/ :"]
+    if not breaks:
+        return [_short(label, width)]
+    at = min(breaks, key=lambda i: abs(i - len(label) / 2))
+    return [_short(label[:at].strip(), width), _short(label[at:].strip(), width)]
 
 
 def _short(text: str, limit: int) -> str:
