@@ -28,6 +28,7 @@ from tracegen.errors import ConfigError, InputFileError, MissingExtraError
 from tracegen.export.curate import check_paths, optional_jsonl, step, writing
 from tracegen.problems import load_problems
 from tracegen.problems.hub import HUB_DATASETS
+from tracegen.problems.loader import shipped_sets
 from tracegen.rawlines import decode_trace, iter_raw
 from tracegen.schema import Problem
 
@@ -94,12 +95,14 @@ def load_benchmark(name: str) -> tuple[str, list[Problem]]:
     """``(label, problems)`` of one ``--against`` item: ``humaneval`` or a problem file."""
     if name.lower() == HUMANEVAL:
         return HUMANEVAL, load_problems(str(humaneval_file()))
-    if name.lower() in HUB_DATASETS and not Path(name).is_file():
+    if Path(name).expanduser().is_file() or name in shipped_sets():
+        return name, load_problems(name)
+    if name.lower() in HUB_DATASETS:
         raise ConfigError(
             f"--against {name}: benchmarks are not downloaded; pass {name}'s file instead "
             "(JSONL in its own format, or a tracegen problem file)"
         )
-    return name, load_problems(name)
+    raise ConfigError(f"--against {name}: no such file (name humaneval or a problem file)")
 
 
 @dataclass

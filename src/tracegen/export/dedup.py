@@ -9,8 +9,8 @@ pairs; of each one the best trace is kept: success first, then ideal, then rewar
 earliest in the file. Traces without the chosen key (no final code, no assistant text) are
 always kept.
 
-Two passes over the file: the first keeps one small record per trace (a hash, a 512-byte
-signature, the ranking fields), the second copies the kept lines byte for byte.
+Two passes over the file: the first keeps one small record per trace (a hash, a MinHash
+signature of 1 kB, the ranking fields), the second copies the kept lines byte for byte.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ By = Literal["code", "text"]
 BY: tuple[By, ...] = ("code", "text")
 NUM_PERM = 128
 SHINGLE = 5
+LSH_WEIGHTS = (0.1, 0.9)
+LSH_MAX_THRESHOLD = 0.95
 _SKIPPED_TOKENS = {
     tokenize.COMMENT,
     tokenize.NL,
@@ -138,6 +140,7 @@ class _Entry:
     problem: str
     rank: tuple[bool, bool, float]
     digest: bytes
+    first: int
 
 
 def _tokens(line: _Line, by: By) -> list[str]:
@@ -153,12 +156,14 @@ def find_duplicates(
     estimated similarity))."""
     import datasketch as ds
 
-    lsh = ds.MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
+    # Every candidate is checked against the threshold, so the index favours recall.
+    lsh = ds.MinHashLSH(
+        threshold=min(threshold, LSH_MAX_THRESHOLD), num_perm=NUM_PERM, weights=LSH_WEIGHTS
+    )
     entries: dict[int, _Entry] = {}
     signatures: dict[int, Any] = {}
     exact: dict[tuple[str, bytes], int] = {}
     clusters = _Clusters()
-    similarity: dict[int, float] = {}
     result = DedupResult()
     for index, (lineno, _, raw) in enumerate(iter_raw(source)):
         line = decode_trace(_DECODER, raw, source, lineno)
@@ -168,24 +173,19 @@ def find_duplicates(
             result.without_key += 1
             continue
         digest = hashlib.blake2b("\x1f".join(tokens).encode(), digest_size=16).digest()
-        entries[index] = _Entry(
-            line.id, line.problem_id, (line.success, line.is_ideal, line.reward), digest
-        )
         first = exact.setdefault((line.problem_id, digest), index)
+        rank = (line.success, line.is_ideal, line.reward)
+        entries[index] = _Entry(line.id, line.problem_id, rank, digest, first)
         if first != index:
             clusters.union(first, index)
-            similarity[index] = 1.0
             continue
         minhash = ds.MinHash(num_perm=NUM_PERM)
         minhash.update_batch(list(shingles(tokens)))
         lean = ds.LeanMinHash(minhash)
         for other in lsh.query(lean):
-            if entries[other].problem != line.problem_id:
-                continue
-            estimate = lean.jaccard(signatures[other])
-            if estimate >= threshold:
+            same_problem = entries[other].problem == line.problem_id
+            if same_problem and lean.jaccard(signatures[other]) >= threshold:
                 clusters.union(other, index)
-                similarity[index] = max(similarity.get(index, 0.0), estimate)
         lsh.insert(index, lean)
         signatures[index] = lean
     members: dict[int, list[int]] = {}
@@ -200,11 +200,12 @@ def find_duplicates(
         for i in group:
             if i == best:
                 continue
-            kind = "exact" if entries[i].digest == entries[best].digest else "near"
-            removed[i] = (best, kind, 1.0 if kind == "exact" else similarity.get(i, threshold))
-            if kind == "exact":
+            if entries[i].digest == entries[best].digest:
+                removed[i] = (best, "exact", 1.0)
                 result.exact += 1
             else:
+                estimate = signatures[entries[i].first].jaccard(signatures[entries[best].first])
+                removed[i] = (best, "near", estimate)
                 result.near += 1
     result.kept = result.traces - len(removed)
     return entries, removed, result
