@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from html import escape
 from importlib import resources
+from pathlib import Path
 from string import Template
 from typing import Any
 
@@ -309,7 +310,8 @@ def render_page(
     """The whole report as one self-contained HTML document."""
     data = stats.to_json()
     created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    files = ", ".join(data["files"][:3]) + (" …" if len(data["files"]) > 3 else "")
+    names = [Path(f).name for f in data["files"]]
+    files = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
     meta = f"{files} · {num(data['traces'])} traces · tracegen {__version__} · {created}"
     note = (
         f"{len(sample):,} of {data['traces']:,} traces are embedded for browsing"

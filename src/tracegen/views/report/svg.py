@@ -18,6 +18,7 @@ LABEL_CHARS = 34
 MAX_BINS = 20
 MAX_X_LABELS = 10
 CHAR_WIDTH = 6.2
+NARROW_CHAR_WIDTH = 5.4
 
 Format = Callable[[float], str]
 
@@ -129,7 +130,7 @@ def columns(
             )
         if i % every == 0:
             cx = LEFT + group * (i + 0.5)
-            lines = _wrap(label, int(group * every / CHAR_WIDTH)) if wrapped else [label]
+            lines = _wrap(label, int(group * every / NARROW_CHAR_WIDTH)) if wrapped else [label]
             spans = "".join(
                 f'<tspan x="{cx:.1f}" dy="{0 if k == 0 else 13}">{escape(part)}</tspan>'
                 for k, part in enumerate(lines)
