@@ -1,7 +1,7 @@
 """The report opened in headless Chromium: offline, no errors, plots drawn, traces browsable.
 
-Screenshots go to ``$TRACEGEN_SCREENSHOTS`` when set (``docs/report.png`` is one of them),
-else to the test's temporary folder.
+Screenshots go to the test's temporary folder; the one kept as ``docs/report.png`` goes to
+``$TRACEGEN_SCREENSHOTS`` when it is set (``TRACEGEN_SCREENSHOTS=docs`` refreshes it).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _report(traces_file: Path, out: Path, *args: str) -> Path:
     return out
 
 
-def _screenshots(tmp_path: Path) -> Path:
+def _kept_screenshots(tmp_path: Path) -> Path:
     folder = Path(os.environ.get("TRACEGEN_SCREENSHOTS") or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -52,7 +52,6 @@ def _set(browser: Browser, element: str, value: str) -> None:
 def test_report_loads_offline_draws_every_plot_and_browses_traces(tmp_path: Path) -> None:
     traces = every_mode_and_failure() * 2
     page = _report(write(tmp_path / "traces.jsonl", traces), tmp_path / "report.html")
-    shots = _screenshots(tmp_path)
     with Browser() as browser:
         browser.open(page)
         assert browser.errors == []
@@ -65,7 +64,7 @@ def test_report_loads_offline_draws_every_plot_and_browses_traces(tmp_path: Path
         )
         assert len(charts) >= 15
         assert all(w > 150 and h > 20 and rects > 0 for w, h, rects in charts), charts
-        browser.screenshot(shots / "report-overview.png")
+        browser.screenshot(tmp_path / "report-overview.png")
 
         assert browser.js(ROWS) == len(traces)
         _set(browser, "f-mode", "native-tools")
@@ -111,7 +110,7 @@ def test_report_loads_offline_draws_every_plot_and_browses_traces(tmp_path: Path
         assert browser.js("document.getElementById('pane-b').hidden") is False
         assert "episode failed" in browser.js("document.getElementById('pane-b').innerText")
         browser.js("document.getElementById('traces').scrollIntoView()")
-        browser.screenshot(shots / "report-traces.png")
+        browser.screenshot(tmp_path / "report-traces.png")
         assert browser.errors == []
 
 
@@ -119,7 +118,6 @@ def test_report_of_20000_traces_stays_light_and_responsive(tmp_path: Path) -> No
     traces_file = write(tmp_path / "night.jsonl", night_of_traces(20_000))
     page = _report(traces_file, tmp_path / "report.html")
     assert page.stat().st_size < 3_000_000
-    shots = _screenshots(tmp_path)
     with Browser() as browser:
         browser.open(page)
         assert browser.errors == []
@@ -132,4 +130,4 @@ def test_report_of_20000_traces_stays_light_and_responsive(tmp_path: Path) -> No
         )
         assert spent < 250
         browser.js("window.scrollTo(0, 0)")
-        browser.screenshot(shots / "report.png")
+        browser.screenshot(_kept_screenshots(tmp_path) / "report.png")
