@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import msgspec
 
@@ -23,7 +23,9 @@ S = TypeVar("S")
 def open_binary(path: Path) -> IO[bytes]:
     """``path`` opened for reading bytes, gzip-decoded when it ends in ``.gz``."""
     try:
-        return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+        if path.suffix == ".gz":
+            return cast(IO[bytes], gzip.open(path, "rb"))
+        return path.open("rb")
     except FileNotFoundError:
         raise InputFileError(f"{path}: no such file") from None
     except IsADirectoryError:

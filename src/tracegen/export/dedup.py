@@ -108,7 +108,7 @@ def bands_for(threshold: float) -> tuple[int, int]:
             p = 1 - (1 - s**rows) ** bands
             false_pos = np.trapezoid(np.where(s < threshold, p, 0), s)
             false_neg = np.trapezoid(np.where(s >= threshold, 1 - p, 0), s)
-            cost = 0.1 * false_pos + 0.9 * false_neg
+            cost = float(0.1 * false_pos + 0.9 * false_neg)
             if cost < best[0]:
                 best = (cost, bands, rows)
     return best[1], best[2]

@@ -294,8 +294,8 @@ def _tables(data: dict[str, Any]) -> str:
     caption = "Per problem (hardest first)"
     if len(problems) > MAX_PROBLEM_ROWS:
         caption += f": the first {MAX_PROBLEM_ROWS} of {len(problems)} (stats --json lists all)"
-    head = ("problem", "traces", "success", "rate", "mean score")
-    parts.append(_table(caption, head, rows, scroll=True))
+    header = ("problem", "traces", "success", "rate", "mean score")
+    parts.append(_table(caption, header, rows, scroll=True))
     return "".join(parts)
 
 
