@@ -199,7 +199,7 @@ def hbars(
 ) -> str:
     """One horizontal bar per ``(label, value, tooltip)`` row, value printed at its end;
     ``colors`` gives each row its own colour."""
-    left = 8 + 6.6 * min(LABEL_CHARS, max((len(r[0]) for r in rows), default=4))
+    left = 16 + 7.0 * min(LABEL_CHARS, max((len(r[0]) for r in rows), default=4))
     right = 56
     top = 6
     height = top + ROW * len(rows) + 6
