@@ -216,6 +216,7 @@ def test_a_shorter_ngram_catches_shorter_overlaps(tmp_path: Path, contaminated: 
     assert "twelve" not in _ids(out)
 
 
+@pytest.mark.slow
 def test_dedup_then_decontaminate_then_convert_states_both_in_the_card(
     tmp_path: Path, with_duplicates: Path
 ) -> None:
@@ -251,6 +252,7 @@ def test_dedup_then_decontaminate_then_convert_states_both_in_the_card(
     assert datasets.load_from_disk(str(hf)).num_rows == 3
 
 
+@pytest.mark.slow
 def test_the_card_lists_the_settings_of_each_hash_from_the_state_file(
     tmp_path: Path, with_duplicates: Path
 ) -> None:
