@@ -22,6 +22,7 @@ import msgspec
 import orjson
 
 from tracegen.errors import InputFileError, JsonlError, OutputError
+from tracegen.schema import TRACE_SCHEMA
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -52,7 +53,7 @@ def _short(err: Exception) -> str:
     return str(err).splitlines()[0]
 
 
-def _open_binary(path: Path, *, buffered: bool = True) -> IO[bytes]:
+def open_binary(path: Path, *, buffered: bool = True) -> IO[bytes]:
     """``path`` for reading, uncompressed; ``buffered=False`` for reads of large blocks."""
     try:
         if path.suffix == ".gz":
@@ -94,9 +95,16 @@ def iter_lines(
 
 def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, bytes)`` for each non-blank line, lazily, undecoded."""
+    for lineno, _, raw in iter_raw_lines_at(path):
+        yield lineno, raw
+
+
+def iter_raw_lines_at(path: str | Path) -> Iterator[tuple[int, int, bytes]]:
+    """Yield ``(line_number, byte_offset, bytes)`` for each non-blank line, undecoded: for
+    passes that decode a few fields and copy kept lines byte for byte."""
     path = Path(path)
-    with _open_binary(path) as fh:
-        lineno = 0
+    with open_binary(path) as fh:
+        lineno = offset = 0
         while True:
             try:
                 raw = fh.readline()
@@ -105,8 +113,25 @@ def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
             if not raw:
                 return
             lineno += 1
+            start, offset = offset, offset + len(raw)
             if not raw.isspace():
-                yield lineno, raw
+                yield lineno, start, raw
+
+
+def decode_trace(decoder: msgspec.json.Decoder[S], raw: bytes, path: Path, lineno: int) -> S:
+    """One trace line decoded by ``decoder`` (a struct with a ``schema`` field);
+    `JsonlError` naming ``FILE:LINE`` when it is not JSON or not a trace."""
+    try:
+        record: Any = decoder.decode(raw)
+    except msgspec.ValidationError as e:
+        raise JsonlError(f"{path}:{lineno}: not a trace: {e}") from None
+    except msgspec.DecodeError as e:
+        raise JsonlError(f"{path}:{lineno}: not valid JSON ({e})") from None
+    if record.schema != TRACE_SCHEMA:
+        raise JsonlError(
+            f"{path}:{lineno}: not a {TRACE_SCHEMA} record (schema: {record.schema!r})"
+        )
+    return cast(S, record)
 
 
 def iter_records(
@@ -161,7 +186,7 @@ def line_spans(path: str | Path, size: int) -> list[tuple[int, int | None]]:
     entered in the middle and is one range."""
     path = Path(path)
     starts = [0]
-    with _open_binary(path) as fh:
+    with open_binary(path) as fh:
         total = 0 if path.suffix == ".gz" else os.fstat(fh.fileno()).st_size
         while starts[-1] + size < total:
             fh.seek(starts[-1] + size - 1)
@@ -192,7 +217,7 @@ def iter_struct_blocks(
     """
     path = Path(path)
     seen = 0
-    with _open_binary(path, buffered=False) as fh:
+    with open_binary(path, buffered=False) as fh:
         for buf, size in _line_blocks(path, cast("io.RawIOBase", fh), *span):
             count = _count_lines(buf, size)
             block = memoryview(buf)[:size]

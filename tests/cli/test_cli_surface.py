@@ -8,7 +8,18 @@ from typer.testing import CliRunner
 
 from tracegen.cli import app
 
-COMMANDS = ["run", "convert", "stats", "show", "verify", "problems", "doctor"]
+COMMANDS = [
+    "run",
+    "convert",
+    "stats",
+    "show",
+    "report",
+    "dedup",
+    "decontaminate",
+    "verify",
+    "problems",
+    "doctor",
+]
 runner = CliRunner()
 
 

@@ -20,6 +20,8 @@ def test_wheel_ships_prompts_and_problems_and_finds_them_when_installed(tmp_path
     shipped_prompts = {Path(n).name for n in names if n.startswith("tracegen/_data/prompts/")}
     assert shipped_prompts == {p.name for p in (ROOT / "prompts").iterdir() if p.is_file()}
     assert any(n.startswith("tracegen/_data/problems/") for n in names)
+    assets = {"page.html", "page.css", "browser.js"}
+    assert {f"tracegen/views/report/assets/{a}" for a in assets} <= set(names)
 
     venv = tmp_path / "venv"
     subprocess.run(

@@ -2,10 +2,34 @@
 function. Heavy modules (httpx, datasets, the runner) are imported inside the commands so
 that ``tracegen --help`` stays fast."""
 
-from tracegen.cli import convert, doctor, problems, run, show, stats, verify
+from tracegen.cli import (
+    convert,
+    decontaminate,
+    dedup,
+    doctor,
+    problems,
+    report,
+    run,
+    show,
+    stats,
+    verify,
+)
 from tracegen.cli.app import app
 
-__all__ = ["app", "convert", "doctor", "main", "problems", "run", "show", "stats", "verify"]
+__all__ = [
+    "app",
+    "convert",
+    "decontaminate",
+    "dedup",
+    "doctor",
+    "main",
+    "problems",
+    "report",
+    "run",
+    "show",
+    "stats",
+    "verify",
+]
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from tracegen.errors import ConfigError, InputFileError, OutputError
+from tracegen.export.card import write_card
 from tracegen.export.formats import Format, Row, convert_trace, features, is_convertible
 from tracegen.export.outputs import ARROW_OUTPUTS, OUTPUTS, Batch, Output, OutputKind
 from tracegen.jsonl import iter_lines, iter_raw_lines, validate
@@ -220,6 +221,8 @@ def convert_command(
     for kind, target in targets.items():
         _check_target(target, dataset=kind == "hf")
     counts = convert_file(input, targets, options)
+    if "hf" in targets:
+        write_card(targets["hf"], input, options, counts)
     Console(stderr=True, highlight=False).print(
         counts.summary(options), markup=False, soft_wrap=True
     )

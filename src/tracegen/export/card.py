@@ -1,0 +1,307 @@
+"""The dataset card `tracegen convert --to-hf` writes: ``README.md`` with Hugging Face metadata.
+
+It states where the data came from: the tracegen version, the model(s) and backend hosts,
+the modes, the settings hashes (with the settings themselves when the run's state file
+``TRACES.state`` is beside the traces), the problem sources, counts, success and ideal rates,
+the filters applied by `convert`, and the curation steps (`dedup`, `decontaminate`) recorded
+in ``TRACES.tracegen.json``. The ``license`` is left for the user to fill in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgspec
+import orjson
+import yaml
+
+from tracegen import __version__
+from tracegen.export.sidecar import read_steps
+from tracegen.jsonl import decode_trace, iter_raw_lines_at
+from tracegen.problems.loader import shipped_sets
+
+CARD = "README.md"
+PREFIXES = {"HumanEval/": "humaneval", "mbpp/": "mbpp", "gsm8k/": "gsm8k"}
+SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
+
+
+class ConvertOptions(Protocol):
+    """What `convert` was asked to do (`tracegen.export.convert.ConvertOptions`)."""
+
+    @property
+    def fmt(self) -> str: ...
+    @property
+    def only_success(self) -> bool: ...
+    @property
+    def only_ideal(self) -> bool: ...
+    @property
+    def reasoning_field(self) -> bool: ...
+    @property
+    def keep_logprobs(self) -> bool: ...
+
+
+class ConvertCounts(Protocol):
+    """What `convert` skipped (`tracegen.export.convert.ConvertCounts`)."""
+
+    failed: int
+    filtered: int
+    incomplete: int
+
+
+class _Line(msgspec.Struct):
+    schema: str = ""
+    problem_id: str = ""
+    mode: str = ""
+    model: str = ""
+    hosts: list[str] = []
+    settings_hash: str = ""
+    created_at: str = ""
+    success: bool = False
+    is_ideal: bool = False
+    logprobs_status: str = "not_requested"
+
+
+_DECODER = msgspec.json.Decoder(_Line)
+
+
+@dataclass
+class Provenance:
+    """What the source traces say about themselves."""
+
+    traces: int = 0
+    success: int = 0
+    ideal: int = 0
+    modes: Counter[str] = field(default_factory=Counter)
+    models: Counter[str] = field(default_factory=Counter)
+    hosts: Counter[str] = field(default_factory=Counter)
+    settings: Counter[str] = field(default_factory=Counter)
+    sources: Counter[str] = field(default_factory=Counter)
+    logprobs: Counter[str] = field(default_factory=Counter)
+    first: str = ""
+    last: str = ""
+
+
+def problem_source(problem_id: str, builtin: set[str]) -> str:
+    """Where a problem id comes from, by the id conventions of the problem loaders."""
+    for prefix, name in PREFIXES.items():
+        if problem_id.startswith(prefix):
+            return name
+    return "builtin" if problem_id in builtin else "other (a problem file)"
+
+
+def _builtin_ids() -> set[str]:
+    path = shipped_sets().get("builtin")
+    if path is None:
+        return set()
+    return {str(orjson.loads(raw).get("id")) for _, _, raw in iter_raw_lines_at(path)}
+
+
+def read_provenance(source: Path) -> Provenance:
+    """One pass over the traces, decoding only the fields the card states."""
+    found = Provenance()
+    builtin = _builtin_ids()
+    for lineno, _, raw in iter_raw_lines_at(source):
+        line = decode_trace(_DECODER, raw, source, lineno)
+        found.traces += 1
+        found.success += line.success
+        found.ideal += line.is_ideal
+        found.modes[line.mode] += 1
+        found.models[line.model] += 1
+        found.hosts.update(line.hosts)
+        found.settings[line.settings_hash] += 1
+        found.sources[problem_source(line.problem_id, builtin)] += 1
+        found.logprobs[line.logprobs_status] += 1
+        if line.created_at:
+            found.first = min(found.first or line.created_at, line.created_at)
+            found.last = max(found.last, line.created_at)
+    return found
+
+
+def read_settings(source: Path) -> dict[str, dict[str, Any]]:
+    """The settings of each hash, from the header lines of the run's state file, if present."""
+    state = source.with_name(source.name + ".state")
+    found: dict[str, dict[str, Any]] = {}
+    if not state.is_file():
+        return found
+    for _, _, raw in iter_raw_lines_at(state):
+        if b'"settings"' not in raw:
+            continue
+        try:
+            header = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(header, dict) and isinstance(header.get("settings"), dict):
+            found[str(header.get("settings_hash"))] = header["settings"]
+    return found
+
+
+@dataclass
+class DatasetRows:
+    """What the written dataset holds, read back from its columns."""
+
+    rows: int
+    success: int
+    ideal: int
+    modes: Counter[str]
+
+
+def read_rows(directory: Path) -> DatasetRows:
+    import datasets
+
+    dataset = datasets.load_from_disk(str(directory))
+    columns = dataset.select_columns(["mode", "success", "is_ideal"]).to_dict()
+    return DatasetRows(
+        rows=len(dataset),
+        success=sum(columns["success"]),
+        ideal=sum(columns["is_ideal"]),
+        modes=Counter(columns["mode"]),
+    )
+
+
+def _rate(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "–"
+
+
+def _size(rows: int) -> str:
+    return next((label for limit, label in SIZES if rows < limit), "n>1M")
+
+
+def _listing(counts: Counter[str]) -> str:
+    return ", ".join(f"`{k}` ({v:,})" for k, v in counts.most_common()) or "–"
+
+
+def metadata(rows: DatasetRows, source: Provenance, fmt: str) -> dict[str, Any]:
+    return {
+        "pretty_name": "tracegen reasoning traces",
+        "task_categories": ["text-generation"],
+        "language": ["en"],
+        "size_categories": [_size(rows.rows)],
+        "tags": ["code", "reasoning", "synthetic", "tracegen", *sorted(source.modes), fmt],
+    }
+
+
+def _filters(options: ConvertOptions, counts: ConvertCounts) -> list[str]:
+    lines = [f"- failed episodes (records with an `error`) skipped: {counts.failed:,}"]
+    if options.only_success or options.only_ideal:
+        flag = "--only-ideal" if options.only_ideal else "--only-success"
+        lines.append(f"- `{flag}`: {counts.filtered:,} traces left out")
+    if counts.incomplete:
+        lines.append(f"- without an assistant turn: {counts.incomplete:,} skipped")
+    if options.reasoning_field:
+        lines.append("- thinking kept in `reasoning_content` (`--reasoning-field`)")
+    if options.keep_logprobs:
+        lines.append("- token logprobs kept (`--keep-logprobs`)")
+    return lines
+
+
+def _step_line(step: dict[str, Any]) -> str:
+    name = step.get("step")
+    if name == "dedup":
+        return (
+            f"- `tracegen dedup --by {step.get('by')} --threshold {step.get('threshold')}` on "
+            f"`{step.get('input')}`: kept {step.get('kept')} of {step.get('traces')} traces, "
+            f"removed {step.get('removed_exact')} exact and {step.get('removed_near')} near "
+            f"duplicates in {step.get('clusters')} clusters"
+        )
+    if name == "decontaminate":
+        against = ", ".join(f"{k} ({v} problems)" for k, v in (step.get("against") or {}).items())
+        dropped = ", ".join(f"{k}: {v}" for k, v in (step.get("dropped") or {}).items()) or "none"
+        return (
+            f"- `tracegen decontaminate --ngram {step.get('ngram')}` on `{step.get('input')}` "
+            f"against {against}: kept {step.get('kept')} of {step.get('traces')} traces, "
+            f"dropped {dropped}"
+        )
+    return f"- `{name}`: {orjson.dumps(step).decode()}"
+
+
+def render_card(
+    source_path: Path,
+    rows: DatasetRows,
+    source: Provenance,
+    settings: dict[str, dict[str, Any]],
+    steps: list[dict[str, Any]],
+    options: ConvertOptions,
+    counts: ConvertCounts,
+) -> str:
+    """The card's text: YAML metadata, then the provenance in Markdown."""
+    meta = yaml.safe_dump(metadata(rows, source, options.fmt), sort_keys=False)
+    hashes = []
+    for digest, n in source.settings.most_common():
+        shown = settings.get(digest)
+        detail = f": `{orjson.dumps(shown).decode()}`" if shown else ""
+        hashes.append(f"- `{digest or '(none)'}` ({n:,} traces){detail}")
+    curation = [_step_line(s) for s in steps] or ["- none recorded"]
+    period = f"{source.first} to {source.last}" if source.first else "–"
+    parts = [
+        "---",
+        "# Fill in the license of this dataset (an identifier such as mit or apache-2.0).",
+        "license:",
+        meta.rstrip(),
+        "---",
+        "",
+        "# tracegen reasoning traces",
+        "",
+        "Reasoning traces in which a model wrote code, had it executed in a sandbox and",
+        "read the results; each was scored by the problem's tests. Made with",
+        "[tracegen](https://pypi.org/project/tracegen/).",
+        "",
+        "## Contents",
+        "",
+        f"- rows: {rows.rows:,} (format `{options.fmt}`)",
+        f"- success: {rows.success:,} ({_rate(rows.success, rows.rows)}), "
+        f"ideal: {rows.ideal:,} ({_rate(rows.ideal, rows.rows)})",
+        f"- modes: {_listing(rows.modes)}",
+        "",
+        "## Provenance",
+        "",
+        f"- converted with tracegen {__version__} from `{source_path}` "
+        f"({source.traces:,} traces, {source.success:,} successful "
+        f"({_rate(source.success, source.traces)}), {source.ideal:,} ideal "
+        f"({_rate(source.ideal, source.traces)}))",
+        f"- model(s): {_listing(source.models)}",
+        f"- backend hosts: {_listing(source.hosts)}",
+        f"- modes: {_listing(source.modes)}",
+        f"- problem sources: {_listing(source.sources)}",
+        f"- logprobs: {_listing(source.logprobs)}",
+        f"- generated: {period}",
+        "- settings hashes:",
+        *(f"  {h}" for h in hashes),
+        "",
+        "## Filters applied by `tracegen convert`",
+        "",
+        *_filters(options, counts),
+        "",
+        "## Curation (deduplication, decontamination)",
+        "",
+        *curation,
+        "",
+        "## Fields",
+        "",
+        "Every row keeps `id`, `problem_id`, `sample`, `mode`, `model`, `score`, `success`,",
+        "`is_ideal` and `reward`. Blocks written by tracegen rather than the model",
+        "(`<result>`, `<error>`, `<tool_response>`) are inside assistant text in some formats:",
+        "mask them from the loss when training.",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def write_card(
+    directory: Path, source_path: Path, options: ConvertOptions, counts: ConvertCounts
+) -> Path:
+    """Write ``README.md`` into the dataset ``directory``; return its path."""
+    text = render_card(
+        source_path,
+        read_rows(directory),
+        read_provenance(source_path),
+        read_settings(source_path),
+        read_steps(source_path),
+        options,
+        counts,
+    )
+    path = directory / CARD
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.traces import MODES, every_mode_and_failure, write
+from tracegen.views.report.build import build_report
+from tracegen.views.report.facts import outcome
+
+
+def _tracegen(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracegen", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _embedded(page: str) -> list[dict]:
+    found = re.search(r'<script type="application/json" id="trace-data">(.*?)</script>', page, re.S)
+    assert found is not None
+    return orjson.loads(found.group(1))
+
+
+@pytest.fixture
+def every_kind(tmp_path: Path) -> Path:
+    return write(tmp_path / "traces.jsonl", every_mode_and_failure())
+
+
+def test_report_writes_one_page_that_needs_nothing_from_outside(
+    tmp_path: Path, every_kind: Path
+) -> None:
+    out = tmp_path / "report.html"
+    result = _tracegen("report", every_kind, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert f"written to {out}" in result.stderr
+    page = out.read_text()
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", page)
+    assert "http://" not in page.split('id="trace-data"')[0]
+    assert page.count('<svg class="chart"') >= 15
+    traces = _embedded(page)
+    assert len(traces) == len(every_mode_and_failure())
+
+
+def test_report_accepts_globs_and_counts_every_file(tmp_path: Path) -> None:
+    traces = every_mode_and_failure()
+    write(tmp_path / "a.jsonl", traces[:5])
+    write(tmp_path / "b.jsonl", traces[5:])
+    page = build_report([str(tmp_path / "*.jsonl")])
+    assert f"{len(traces)} traces" in page
+    assert len(_embedded(page)) == len(traces)
+
+
+def test_browsing_sample_is_bounded_and_shared_among_modes_and_outcomes(tmp_path: Path) -> None:
+    traces = every_mode_and_failure() * 3
+    strata = {(t.mode, outcome(t.success, t.is_ideal, t.error is not None)) for t in traces}
+    path = write(tmp_path / "three-times.jsonl", traces)
+    page = build_report([str(path)], sample=len(strata))
+    sample = _embedded(page)
+    assert {(t["mode"], t["outcome"]) for t in sample} == strata
+    assert f"{len(strata)} of {len(traces)} traces are embedded for browsing" in page
+
+
+def test_embedded_traces_carry_what_show_renders(every_kind: Path) -> None:
+    sample = {t["id"]: t for t in _embedded(build_report([str(every_kind)]))}
+    inline = sample["inline-tools-ideal"]
+    assert [s["kind"] for s in inline["steps"]] == [
+        "think",
+        "tool_call",
+        "tool_response",
+        "think",
+        "code",
+    ]
+    assert [s["source"] for s in inline["steps"]][2] == "system"
+    assert inline["verdict"]["tests"][0] == {
+        "name": "t0",
+        "passed": True,
+        "expected": "3",
+        "actual": "3",
+        "error": None,
+    }
+    assert sample["structured-sandbox"]["failure"] == "sandbox/crashed"
+    assert sample["tool-feedback-tests-timeout"]["failure"] == "tests/timeout"
+    assert "logprobs" not in inline
+
+
+def test_report_plots_count_every_mode_and_failure_kind(every_kind: Path) -> None:
+    page = build_report([str(every_kind)])
+    for mode in MODES:
+        assert f"<title>{mode} · success: " in page
+    failures = Counter(
+        f"{t.error.kind}/{t.error.reason}" if t.error else f"tests/{t.verdict.status}"
+        for t in every_mode_and_failure()
+        if not t.success and (t.error or t.verdict)
+    )
+    for kind, n in failures.items():
+        assert f"{kind}: {n} traces" in page
+
+
+def test_mean_token_logprob_per_turn_is_over_every_token_of_that_turn(tmp_path: Path) -> None:
+    traces = every_mode_and_failure()
+    path = write(tmp_path / "t.jsonl", traces)
+    turns: dict[int, list[float]] = {}
+    for trace in traces:
+        for i, turn in enumerate(trace.logprobs):
+            turns.setdefault(i, []).extend(t.logprob for t in turn.tokens)
+    page = build_report([str(path)])
+    for i, values in turns.items():
+        mean = sum(values) / len(values)
+        assert f"turn {i + 1}: {mean:.2f}".rstrip("0").rstrip(".") in page
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.jsonl"], "missing.jsonl: no such file"),
+        (["nothing-*.jsonl"], "nothing-*.jsonl: no file matches"),
+        (["TRACES", "--sample", "-1"], "--sample: expected 0 or more"),
+        (["TRACES", "--strict", "-o", "r.html"], "not valid JSON"),
+    ],
+)
+def test_bad_report_input_is_one_line_and_exit_2(
+    tmp_path: Path, every_kind: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "bad.jsonl").write_bytes(every_kind.read_bytes() + b"{oops\n")
+    argv = [str(tmp_path / "bad.jsonl") if a == "TRACES" else a for a in args]
+    result = subprocess.run(
+        [sys.executable, "-m", "tracegen", "report", *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr

@@ -1,0 +1,1 @@
+"""Helpers that tests import (never from a conftest)."""
