@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -12,10 +14,14 @@ from typing import IO, Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from tracegen.errors import InputFileError, JsonlError, OutputError
+from tracegen.errors import ConfigError, InputFileError, JsonlError, OutputError
 
 Row = dict[str, Any]
 M = TypeVar("M", bound=BaseModel)
+MB = 1 << 20
+DEFAULT_MAX_LINE_BYTES = 64 * MB
+MAX_LINE_ENV = "TRACEGEN_MAX_LINE_BYTES"
+_PIECE = MB
 
 
 def _short(err: Exception) -> str:
@@ -39,6 +45,46 @@ def _open_binary(path: Path) -> IO[bytes]:
         raise InputFileError(f"{path}: permission denied") from None
 
 
+def max_line_bytes() -> int:
+    """The longest line a reader decodes: ``TRACEGEN_MAX_LINE_BYTES``, 64 MB by default."""
+    value = os.environ.get(MAX_LINE_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_LINE_BYTES
+    try:
+        cap = int(value)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ConfigError(
+            f"{MAX_LINE_ENV} (environment): expected a number of bytes, not {value!r}"
+        )
+    return cap
+
+
+def _mb(n: int) -> str:
+    return f"{n / MB:.3g} MB"
+
+
+def read_line(fh: IO[bytes], cap: int) -> bytes | int:
+    """The next line of ``fh`` (``b""`` at the end), or the length of a line longer than
+    ``cap`` bytes (newline excluded): that one is skipped 1 MB at a time, never held whole."""
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        raw = fh.readline(_PIECE)
+        size += len(raw)
+        if size <= cap + 1:
+            pieces.append(raw)
+        else:
+            pieces.clear()
+        if len(raw) < _PIECE or raw.endswith(b"\n"):
+            break
+    length = size - raw.endswith(b"\n")
+    if length > cap:
+        return length
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
 def iter_lines(
     path: str | Path,
     *,
@@ -46,20 +92,30 @@ def iter_lines(
 ) -> Iterator[tuple[int, Row]]:
     """Yield ``(line_number, object)`` for each non-blank line, lazily.
 
-    A line that is not a JSON object raises `JsonlError` naming ``FILE:LINE``, or is
-    passed to ``on_error`` and skipped when a callback is given.
+    A line that is not a JSON object, or is longer than `max_line_bytes`, raises `JsonlError`
+    naming ``FILE:LINE``, or is passed to ``on_error`` and skipped when a callback is given.
     """
     path = Path(path)
+    cap = max_line_bytes()
     with _open_binary(path) as fh:
         lineno = 0
         while True:
             try:
-                raw = fh.readline()
+                raw = read_line(fh, cap)
             except (OSError, EOFError) as e:
                 raise InputFileError(f"{path}: cannot read: {e}") from None
             if not raw:
                 return
             lineno += 1
+            if isinstance(raw, int):
+                err = JsonlError(
+                    f"{path}:{lineno}: line of {_mb(raw)} exceeds the {_mb(cap)} cap "
+                    f"({MAX_LINE_ENV})"
+                )
+                if on_error is None:
+                    raise err
+                on_error(err)
+                continue
             if not raw.strip():
                 continue
             try:
@@ -142,25 +198,48 @@ def repair_tail(path: str | Path) -> int:
     return size - keep
 
 
+_SPECIAL = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def special_file(path: str | Path) -> str | None:
+    """What ``path`` is (``"a FIFO"``…) when it exists and is neither a file nor a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return _SPECIAL.get(stat.S_IFMT(mode))
+
+
 class JsonlWriter:
     """Append whole records to a JSONL file, one ``write`` per line, flushed each time.
 
     If a write fails part-way (disk full, file size limit), the partial line is cut off
-    again so the file stays valid, and `OutputError` is raised.
+    again so the file stays valid, and `OutputError` is raised. A FIFO is written as a
+    stream; one that no process reads is an error rather than a wait.
     """
 
     def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
         self.path = Path(path)
         self._fsync = fsync
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = os.open(self.path, flags, 0o644)
         except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise OutputError(f"{self.path}: a FIFO that no process reads") from None
             raise OutputError(f"{self.path}: cannot open for writing: {e.strerror}") from None
+        os.set_blocking(self._fd, True)
+        self._regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
 
     def write(self, record: BaseModel | Row) -> None:
         line = dumps(record)
-        start = os.lseek(self._fd, 0, os.SEEK_END)
+        start = os.lseek(self._fd, 0, os.SEEK_END) if self._regular else -1
         try:
             view = memoryview(line)
             while view:
@@ -169,8 +248,9 @@ class JsonlWriter:
             if self._fsync:
                 os.fsync(self._fd)
         except OSError as e:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, start)
+            if start >= 0:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, start)
             raise OutputError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
-from tracegen.config import RunSettings
+from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, ModelNotFound, TracegenError
 from tracegen.llm.base import ChatOptions, ChatRequest
 from tracegen.llm.ollama import PROBE_TIMEOUT_S, OllamaBackend
@@ -61,14 +61,14 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
     """Reachability and version, the model, its capabilities, logprobs on a one-token request."""
     key = settings.api_key.get_secret_value() if settings.api_key else None
     model = settings.model
-    prefix = f"{host} " if len(settings.hosts) > 1 else ""
+    prefix = f"{redact_url(host)} " if len(settings.hosts) > 1 else ""
     probe_s = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
     async with OllamaBackend(host, model, api_key=key, timeout_s=probe_s, max_attempts=1) as probe:
         try:
             version = await probe.version()
         except BackendError as e:
             return [Check(f"{prefix}host", "fail", str(e))]
-    checks = [Check(f"{prefix}host", "ok", f"{host} reachable, Ollama {version}")]
+    checks = [Check(f"{prefix}host", "ok", f"{redact_url(host)} reachable, Ollama {version}")]
     async with OllamaBackend(
         host, model, api_key=key, timeout_s=settings.request_timeout_s, max_attempts=1
     ) as backend:

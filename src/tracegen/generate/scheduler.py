@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tracegen.config import GenerationSettings, RunSettings
+from tracegen.config import GenerationSettings, RunSettings, redact_url
 from tracegen.data.prompts import load_prompt
 from tracegen.episode.limits import backend_failure
 from tracegen.episode.spec import Episode, Mode
@@ -168,8 +168,9 @@ async def _open_pool(settings: RunSettings, reporter: Reporter) -> HostPool:
     ]
     pool = HostPool(backends, limit=settings.concurrency)
     for host, problem in down.items():
-        reporter.warn(f"{host} does not answer ({problem}); going on with the other hosts")
-        pool.bench(host, problem)
+        shown = redact_url(host)
+        reporter.warn(f"{shown} does not answer ({problem}); going on with the other hosts")
+        pool.bench(shown, problem)
     return pool
 
 

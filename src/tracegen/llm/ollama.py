@@ -23,6 +23,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from tracegen.config import redact_url
 from tracegen.errors import (
     AuthError,
     BackendError,
@@ -77,7 +78,7 @@ class OllamaBackend:
         keep_alive: str | None = None,
         max_connections: int = 32,
     ) -> None:
-        self.host = host.rstrip("/")
+        self.host = redact_url(host.rstrip("/"))
         self.model = model
         self.timeout_s = timeout_s
         self.keep_alive = keep_alive
@@ -88,7 +89,7 @@ class OllamaBackend:
         self._retry_max_s = retry_max_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
-            base_url=self.host,
+            base_url=host.rstrip("/"),
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             limits=httpx.Limits(
