@@ -61,8 +61,8 @@ def max_line_bytes() -> int:
     return cap
 
 
-def _mb(n: int) -> str:
-    return f"{n / MB:.3g} MB"
+def _size(n: int) -> str:
+    return f"{n / MB:.3g} MB" if n >= MB else f"{n:,} bytes"
 
 
 def read_line(fh: IO[bytes], cap: int) -> bytes | int:
@@ -109,7 +109,7 @@ def iter_lines(
             lineno += 1
             if isinstance(raw, int):
                 err = JsonlError(
-                    f"{path}:{lineno}: line of {_mb(raw)} exceeds the {_mb(cap)} cap "
+                    f"{path}:{lineno}: line of {_size(raw)} exceeds the {_size(cap)} cap "
                     f"({MAX_LINE_ENV})"
                 )
                 if on_error is None:
@@ -213,6 +213,14 @@ def special_file(path: str | Path) -> str | None:
     except (OSError, ValueError):
         return None
     return _SPECIAL.get(stat.S_IFMT(mode))
+
+
+def special_file_warning(path: str | Path) -> str | None:
+    """The warning for an output that is not a regular file (``-o /dev/null``), or None."""
+    kind = special_file(path)
+    if kind is None:
+        return None
+    return f"{path} is {kind}, not a regular file: what is written there cannot be read back"
 
 
 class JsonlWriter:

@@ -24,7 +24,13 @@ from tracegen.errors import (
     TracegenError,
 )
 from tracegen.export.formats import Format, Row, convert_trace, features, is_convertible
-from tracegen.jsonl import JsonlWriter, iter_lines, iter_records
+from tracegen.jsonl import (
+    JsonlWriter,
+    iter_lines,
+    iter_records,
+    special_file,
+    special_file_warning,
+)
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:
@@ -91,7 +97,11 @@ def iter_converted(
 
 @contextlib.contextmanager
 def _replacing(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target`` that replaces it on success, vanishes on failure."""
+    """A temporary path beside ``target`` that replaces it on success, vanishes on failure;
+    a FIFO or a device (``-o /dev/null``) is written as it is, never replaced."""
+    if special_file(target) is not None:
+        yield target
+        return
     tmp = target.with_name(f".{target.name}.tmp")
     _remove(tmp)
     try:
@@ -109,8 +119,9 @@ def _replacing(target: Path) -> Iterator[Path]:
 
 def _check_target(target: Path, *, dataset: bool) -> None:
     """Refuse to replace a directory that is not a dataset tracegen could have written."""
-    if dataset and target.is_file():
-        raise OutputError(f"{target}: is a file, --to-hf needs a directory")
+    if dataset and (target.is_file() or special_file(target)):
+        kind = special_file(target) or "a file"
+        raise OutputError(f"{target}: is {kind}, --to-hf needs a directory")
     if not dataset and target.is_dir():
         raise OutputError(f"{target}: is a directory, expected a file name")
     foreign = not (target / "dataset_info.json").is_file()
@@ -235,6 +246,9 @@ def convert_command(
         raise ConfigError(f"{input}: output would overwrite the input")
     for target in targets:
         _check_target(target, dataset=target is to_hf)
+    console = Console(stderr=True, highlight=False)
+    for warning in filter(None, map(special_file_warning, targets)):
+        console.print(f"tracegen: warning: {warning}", markup=False, soft_wrap=True)
     counts = ConvertCounts()
     if output is not None:
         write_jsonl(iter_converted(input, options, counts), output)
@@ -247,7 +261,5 @@ def convert_command(
             for _ in iter_converted(input, options, counts):
                 pass
     counts.outputs = [str(p) for p in targets]
-    Console(stderr=True, highlight=False).print(
-        counts.summary(options), markup=False, soft_wrap=True
-    )
+    console.print(counts.summary(options), markup=False, soft_wrap=True)
     return counts

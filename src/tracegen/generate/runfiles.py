@@ -36,7 +36,7 @@ from pydantic import Field, ValidationError
 from tracegen.config import GenerationSettings
 from tracegen.errors import ConfigError, OutputError
 from tracegen.generate.plan import Key
-from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail
+from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail, special_file
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
 
 STATE_SCHEMA = "tracegen.state/1"
@@ -138,7 +138,7 @@ class RunFiles:
                         if row.get("outcome") != "accepted":
                             self.done.add(key)
             for p in (self.output, self.rejects):
-                if p is not None and p.exists():
+                if p is not None and p.is_file():
                     for lineno, row in iter_lines(p):
                         self.done.add(self._key(p, lineno, row))
         except _Mismatch as m:
@@ -244,6 +244,7 @@ def _prepare(kinds: dict[Path, str], *, overwrite: bool, warn: Callable[[str], N
     for p in kinds:
         if p.is_dir():
             raise OutputError(f"{p}: is a directory")
+    kinds = {p: schema for p, schema in kinds.items() if not special_file(p)}  # nothing to resume
     for p, schema in kinds.items():
         if overwrite:
             _truncate(p)

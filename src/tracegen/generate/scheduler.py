@@ -34,6 +34,7 @@ from tracegen.errors import (
 from tracegen.generate.plan import Key, episode_seed, trace_id, work_order
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import Outcome, RunFiles, settings_record
+from tracegen.jsonl import special_file_warning
 from tracegen.llm.ollama import PROBE_TIMEOUT_S, OllamaBackend
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
@@ -89,6 +90,9 @@ async def _run(settings: RunSettings) -> int:
     )
     generation = settings.generation()
     settings_hash = generation.digest(system_prompt)
+    for path in (settings.output, settings.rejects):
+        if path is not None and (warning := special_file_warning(path)):
+            reporter.warn(warning)
     files = RunFiles(
         settings.output,
         settings.rejects,
