@@ -49,7 +49,7 @@ class GenerationSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     mode: str = "inline-tools"
-    model: str = "qwen3:8b"
+    model: str = Field(default="qwen3:8b", min_length=1)
     temperature: float = Field(default=0.7, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K)
@@ -133,6 +133,13 @@ class RunSettings(GenerationSettings):
             v = [i.strip() for i in v.split(",") if i.strip()]
         if isinstance(v, list) and not v:
             raise ValueError("names no problem id")
+        return v
+
+    @field_validator("output", "rejects")
+    @classmethod
+    def _names_a_file(cls, v: Path | None) -> Path | None:
+        if v is not None and v.name in ("", ".", ".."):
+            raise ValueError(f"{str(v)!r} names no file")
         return v
 
     def generation(self) -> GenerationSettings:

@@ -33,6 +33,9 @@ def _short(err: Exception) -> str:
 
 
 def _open_binary(path: Path) -> IO[bytes]:
+    kind = special_file(path)
+    if kind in ("a character device", "a block device"):  # /dev/zero: endless, no newline
+        raise InputFileError(f"{path}: is {kind}, not a JSONL file")
     try:
         if path.suffix == ".gz":
             return gzip.open(path, "rb")
@@ -68,21 +71,20 @@ def _size(n: int) -> str:
 def read_line(fh: IO[bytes], cap: int) -> bytes | int:
     """The next line of ``fh`` (``b""`` at the end), or the length of a line longer than
     ``cap`` bytes (newline excluded): that one is skipped 1 MB at a time, never held whole."""
-    pieces: list[bytes] = []
-    size = 0
-    while True:
+    raw = fh.readline(_PIECE)
+    if len(raw) <= cap and (len(raw) < _PIECE or raw.endswith(b"\n")):
+        return raw
+    pieces: list[bytes] = [raw] if len(raw) <= cap + 1 else []
+    size = len(raw)
+    while len(raw) == _PIECE and not raw.endswith(b"\n"):
         raw = fh.readline(_PIECE)
         size += len(raw)
         if size <= cap + 1:
             pieces.append(raw)
         else:
             pieces.clear()
-        if len(raw) < _PIECE or raw.endswith(b"\n"):
-            break
     length = size - raw.endswith(b"\n")
-    if length > cap:
-        return length
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    return length if length > cap else b"".join(pieces)
 
 
 def iter_lines(

@@ -89,6 +89,8 @@ CASES = [
         "run: missing prompts folder", "run --prompts-dir {missing}", 2, r"{missing}: .*not found"
     ),
     Case("run: output is a folder", "run -o {folder}", 2, r"{folder}: is a directory"),
+    Case("run: empty output name", "run -o ''", 2, r"output \(flag\): .*'\.' names no file"),
+    Case("run: empty model name", "run --model ''", 2, r"model \(flag\): .*at least 1 character"),
     Case(
         "run: output is a problem file",
         "run -o {old_problem}",
@@ -402,6 +404,10 @@ CASES = [
         2,
         r"TRACEGEN_MAX_LINE_BYTES \(environment\): expected a number of bytes",
     ),
+    Case("stats: an endless device", "stats /dev/zero", 2, r"/dev/zero: is a character device"),
+    Case("show: an endless device", "show /dev/zero", 2, r"/dev/zero: is a character device"),
+    Case("verify: an endless device", "verify /dev/zero", 2, r"/dev/zero: is a character device"),
+    Case("problems: an endless device", "problems /dev/zero", 2, r"'/dev/zero': not a file"),
     Case(
         "verify: 200,000 solutions and a bad last line",
         "verify {many_solutions}",

@@ -1,14 +1,34 @@
-"""Run a command as a child process and measure it: wall time and its peak memory."""
+"""Run a command as a child process and measure it: wall time, CPU time, peak memory.
+
+The command runs under a small Python parent that forks it and reports its `os.wait4`
+usage: measured straight from a large test process, a child would count the memory it
+was forked with before it started the command.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+_PARENT = """
+import os, sys
+report, args = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    os.execvp(args[0], args)
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as fh:
+    fh.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
 
 
 @dataclass(frozen=True)
@@ -18,36 +38,42 @@ class Measured:
     stderr: str
     seconds: float
     cpu_seconds: float
-    """User and system time of the child and the children it waited for: unlike ``seconds``,
-    not stretched by other jobs on a busy machine."""
+    """User and system time of the command and the children it waited for: unlike
+    ``seconds``, not stretched by other jobs on a busy machine."""
     peak_mb: float
-    """Largest resident set of the child (or of a child of its own that it waited for)."""
+    """Largest resident set of the command (or of a child of its own that it waited for)."""
 
 
 def run_measured(
     args: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 120
 ) -> Measured:
-    """Run ``args`` to completion (killed after ``timeout`` seconds), output captured."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run ``args`` to completion (its process group killed after ``timeout`` seconds)."""
+    with tempfile.TemporaryDirectory() as folder:
+        report, out, err = (Path(folder) / name for name in ("report", "out", "err"))
         start = time.monotonic()
-        proc = subprocess.Popen(
-            args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd
-        )
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _PARENT, str(report), *args],
+                stdout=stdout,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+            timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+            timer.start()
+            try:
+                returncode = proc.wait()
+            finally:
+                timer.cancel()
         seconds = time.monotonic() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
+        maxrss_kb, cpu = report.read_text().split() if report.exists() else ("0", "inf")
         return Measured(
-            returncode=proc.returncode,
-            stdout=out.read().decode(errors="replace"),
-            stderr=err.read().decode(errors="replace"),
+            returncode=returncode,
+            stdout=out.read_text(errors="replace"),
+            stderr=err.read_text(errors="replace"),
             seconds=seconds,
-            cpu_seconds=usage.ru_utime + usage.ru_stime,
-            peak_mb=usage.ru_maxrss / 1024,
+            cpu_seconds=float(cpu),
+            peak_mb=int(maxrss_kb) / 1024,
         )

@@ -228,7 +228,9 @@ def _trimmed(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
         obj["verdict"] = dict(obj["verdict"])
     hidden: dict[str, int] = {}
     for holder, key in ((obj, "steps"), (obj, "messages"), (obj.get("verdict"), "tests")):
-        items = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(holder, dict):
+            continue
+        items = holder.get(key)
         if isinstance(items, list) and len(items) > MAX_ITEMS:
             hidden[key] = len(items) - MAX_ITEMS
             holder[key] = items[:MAX_ITEMS]
