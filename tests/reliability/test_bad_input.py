@@ -593,8 +593,8 @@ def server() -> Iterator[FakeOllama]:
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The files of `HOSTILE` and the 200 MB line, made once."""
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The files of `HOSTILE` and the 200 MB line, made once (that one removed after)."""
     folder = tmp_path_factory.mktemp("hostile")
     paths = {}
     for name, make in HOSTILE.items():
@@ -603,9 +603,11 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         data = make()
         path.write_bytes(data.encode() if isinstance(data, str) else data)
         paths[name] = str(path)
-    _huge_line(folder / "huge_line.jsonl")
-    paths["huge_line"] = str(folder / "huge_line.jsonl")
-    return paths
+    huge = folder / "huge_line.jsonl"
+    _huge_line(huge)
+    paths["huge_line"] = str(huge)
+    yield paths
+    huge.unlink()
 
 
 @pytest.fixture
