@@ -9,11 +9,13 @@ most of its bytes). `line_spans` cuts a file into ranges that separate processes
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import itertools
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
@@ -21,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 import msgspec
 import orjson
 
-from tracegen.errors import InputFileError, JsonlError, OutputError
+from tracegen.errors import ConfigError, InputFileError, JsonlError, OutputError
 from tracegen.schema import TRACE_SCHEMA
 
 if TYPE_CHECKING:
@@ -31,6 +33,10 @@ Row = dict[str, Any]
 M = TypeVar("M", bound="BaseModel")
 S = TypeVar("S")
 
+MB = 1 << 20
+DEFAULT_MAX_LINE_BYTES = 64 * MB
+MAX_LINE_ENV = "TRACEGEN_MAX_LINE_BYTES"
+_PIECE = MB
 BLOCK_BYTES = 1 << 21
 """Bytes `iter_structs` reads and decodes at once (whole lines are added to reach a newline)."""
 
@@ -55,6 +61,9 @@ def _short(err: Exception) -> str:
 
 def open_binary(path: Path, *, buffered: bool = True) -> IO[bytes]:
     """``path`` for reading, uncompressed; ``buffered=False`` for reads of large blocks."""
+    kind = special_file(path)
+    if kind in ("a character device", "a block device"):  # /dev/zero: endless, no newline
+        raise InputFileError(f"{path}: is {kind}, not a JSONL file")
     try:
         if path.suffix == ".gz":
             return cast("IO[bytes]", gzip.open(path, "rb"))
@@ -67,6 +76,45 @@ def open_binary(path: Path, *, buffered: bool = True) -> IO[bytes]:
         raise InputFileError(f"{path}: permission denied") from None
 
 
+def max_line_bytes() -> int:
+    """The longest line a reader decodes: ``TRACEGEN_MAX_LINE_BYTES``, 64 MB by default."""
+    value = os.environ.get(MAX_LINE_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_LINE_BYTES
+    try:
+        cap = int(value)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ConfigError(
+            f"{MAX_LINE_ENV} (environment): expected a number of bytes, not {value!r}"
+        )
+    return cap
+
+
+def _size(n: int) -> str:
+    return f"{n / MB:.3g} MB" if n >= MB else f"{n:,} bytes"
+
+
+def read_line(fh: IO[bytes], cap: int) -> bytes | int:
+    """The next line of ``fh`` (``b""`` at the end), or the length of a line longer than
+    ``cap`` bytes (newline excluded): that one is skipped 1 MB at a time, never held whole."""
+    raw = fh.readline(_PIECE)
+    if len(raw) <= cap and (len(raw) < _PIECE or raw.endswith(b"\n")):
+        return raw
+    pieces: list[bytes] = [raw] if len(raw) <= cap + 1 else []
+    size = len(raw)
+    while len(raw) == _PIECE and not raw.endswith(b"\n"):
+        raw = fh.readline(_PIECE)
+        size += len(raw)
+        if size <= cap + 1:
+            pieces.append(raw)
+        else:
+            pieces.clear()
+    length = size - raw.endswith(b"\n")
+    return length if length > cap else b"".join(pieces)
+
+
 def iter_lines(
     path: str | Path,
     *,
@@ -74,11 +122,11 @@ def iter_lines(
 ) -> Iterator[tuple[int, Row]]:
     """Yield ``(line_number, object)`` for each non-blank line, lazily.
 
-    A line that is not a JSON object raises `JsonlError` naming ``FILE:LINE``, or is
-    passed to ``on_error`` and skipped when a callback is given.
+    A line that is not a JSON object, or is longer than `max_line_bytes`, raises `JsonlError`
+    naming ``FILE:LINE``, or is passed to ``on_error`` and skipped when a callback is given.
     """
     path = Path(path)
-    for lineno, raw in iter_raw_lines(path):
+    for lineno, raw in iter_raw_lines(path, on_error=on_error):
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -93,29 +141,49 @@ def iter_lines(
         on_error(err)
 
 
-def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+def iter_raw_lines(
+    path: str | Path, *, on_error: Callable[[JsonlError], None] | None = None
+) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, bytes)`` for each non-blank line, lazily, undecoded."""
-    for lineno, _, raw in iter_raw_lines_at(path):
+    for lineno, _, raw in iter_raw_lines_at(path, on_error=on_error):
         yield lineno, raw
 
 
-def iter_raw_lines_at(path: str | Path) -> Iterator[tuple[int, int, bytes]]:
+def iter_raw_lines_at(
+    path: str | Path, *, on_error: Callable[[JsonlError], None] | None = None
+) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_number, byte_offset, bytes)`` for each non-blank line, undecoded: for
-    passes that decode a few fields and copy kept lines byte for byte."""
+    passes that decode a few fields and copy kept lines byte for byte. A line longer than
+    `max_line_bytes` is never held whole: it raises `JsonlError` naming ``FILE:LINE``, or
+    goes to ``on_error`` and is skipped."""
     path = Path(path)
+    cap = max_line_bytes()
     with open_binary(path) as fh:
         lineno = offset = 0
         while True:
             try:
-                raw = fh.readline()
+                raw = read_line(fh, cap)
             except (OSError, EOFError) as e:
                 raise InputFileError(f"{path}: cannot read: {e}") from None
             if not raw:
                 return
             lineno += 1
-            start, offset = offset, offset + len(raw)
+            start = offset
+            if isinstance(raw, int):
+                offset += raw + 1
+                err = JsonlError(f"{path}:{lineno}: {too_long(raw, cap)}")
+                if on_error is None:
+                    raise err
+                on_error(err)
+                continue
+            offset += len(raw)
             if not raw.isspace():
                 yield lineno, start, raw
+
+
+def too_long(size: int, cap: int) -> str:
+    """Why a line of ``size`` bytes was not read."""
+    return f"line of {_size(size)} exceeds the {_size(cap)} cap ({MAX_LINE_ENV})"
 
 
 def decode_trace(decoder: msgspec.json.Decoder[S], raw: bytes, path: Path, lineno: int) -> S:
@@ -217,8 +285,14 @@ def iter_struct_blocks(
     """
     path = Path(path)
     seen = 0
+    cap = max_line_bytes()
     with open_binary(path, buffered=False) as fh:
-        for buf, size in _line_blocks(path, cast("io.RawIOBase", fh), *span):
+        for buf, size in _line_blocks(path, cast("io.RawIOBase", fh), *span, cap=cap):
+            if buf is None:  # one line over the cap, skipped unread
+                seen += 1
+                on_error(seen, too_long(size, cap))
+                yield 1, []
+                continue
             count = _count_lines(buf, size)
             block = memoryview(buf)[:size]
             try:
@@ -243,10 +317,16 @@ def _count_lines(buf: bytearray, size: int) -> int:
 
 
 def _line_blocks(
-    path: Path, fh: io.RawIOBase | io.BufferedIOBase, start: int, end: int | None
-) -> Iterator[tuple[bytearray, int]]:
+    path: Path,
+    fh: io.RawIOBase | io.BufferedIOBase,
+    start: int,
+    end: int | None,
+    *,
+    cap: int,
+) -> Iterator[tuple[bytearray | None, int]]:
     """Whole lines from ``start`` to ``end`` (or the end of the file) as ``(buffer, size)``:
-    the first ``size`` bytes of ``buffer``, which is refilled for the next block."""
+    the first ``size`` bytes of ``buffer``, which is refilled for the next block. A line
+    longer than ``cap`` is skipped as it is read and comes as ``(None, its length)``."""
     buf = bytearray(BLOCK_BYTES)
     filled = 0
     left = None if end is None else end - start
@@ -264,9 +344,13 @@ def _line_blocks(
             if left is not None:
                 left -= n
             cut = buf.rfind(b"\n", 0, total) + 1
+            if not cut and total > cap:
+                size, filled, left = _skip_line(fh, buf, total, left)
+                yield None, size
+                continue
             if not cut:
-                if total == len(buf):
-                    buf = buf + bytes(len(buf))
+                if total == len(buf):  # grow, but never past what the cap needs
+                    buf = buf + bytes(min(len(buf), cap + 1 - len(buf)))
                 filled = total
                 continue
             yield buf, cut
@@ -274,6 +358,27 @@ def _line_blocks(
             memoryview(buf)[:filled] = memoryview(buf)[cut:total]
     except (OSError, EOFError) as e:
         raise InputFileError(f"{path}: cannot read: {e}") from None
+
+
+def _skip_line(
+    fh: io.RawIOBase | io.BufferedIOBase, buf: bytearray, total: int, left: int | None
+) -> tuple[int, int, int | None]:
+    """Read past the rest of a line whose first ``total`` bytes fill ``buf``: its length, and
+    how much of what follows it is left at the start of ``buf`` (and of the span)."""
+    size = total
+    while True:
+        room = len(buf) if left is None else min(len(buf), left)
+        n = fh.readinto(memoryview(buf)[:room]) if room else 0
+        if not n:
+            return size, 0, left
+        if left is not None:
+            left -= n
+        at = buf.find(b"\n", 0, n)
+        if at >= 0:
+            rest = n - at - 1
+            memoryview(buf)[:rest] = memoryview(buf)[at + 1 : n]
+            return size + at, rest, left
+        size += n
 
 
 def _decode_each(
@@ -345,25 +450,56 @@ def repair_tail(path: str | Path) -> int:
     return size - keep
 
 
+_SPECIAL = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def special_file(path: str | Path) -> str | None:
+    """What ``path`` is (``"a FIFO"``…) when it exists and is neither a file nor a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return _SPECIAL.get(stat.S_IFMT(mode))
+
+
+def special_file_warning(path: str | Path) -> str | None:
+    """The warning for an output that is not a regular file (``-o /dev/null``), or None."""
+    kind = special_file(path)
+    if kind is None:
+        return None
+    return f"{path} is {kind}, not a regular file: what is written there cannot be read back"
+
+
 class JsonlWriter:
     """Append whole records to a JSONL file, one ``write`` per line, flushed each time.
 
     If a write fails part-way (disk full, file size limit), the partial line is cut off
-    again so the file stays valid, and `OutputError` is raised.
+    again so the file stays valid, and `OutputError` is raised. A FIFO is written as a
+    stream; one that no process reads is an error rather than a wait.
     """
 
     def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
         self.path = Path(path)
         self._fsync = fsync
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = os.open(self.path, flags, 0o644)
         except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise OutputError(f"{self.path}: a FIFO that no process reads") from None
             raise OutputError(f"{self.path}: cannot open for writing: {e.strerror}") from None
+        os.set_blocking(self._fd, True)
+        self._regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
 
     def write(self, record: BaseModel | Row) -> None:
         line = dumps(record)
-        start = os.lseek(self._fd, 0, os.SEEK_END)
+        start = os.lseek(self._fd, 0, os.SEEK_END) if self._regular else -1
         try:
             view = memoryview(line)
             while view:
@@ -372,8 +508,9 @@ class JsonlWriter:
             if self._fsync:
                 os.fsync(self._fd)
         except OSError as e:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, start)
+            if start >= 0:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, start)
             raise OutputError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
     def close(self) -> None:

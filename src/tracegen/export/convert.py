@@ -24,7 +24,13 @@ from tracegen.errors import ConfigError, InputFileError, OutputError
 from tracegen.export.card import write_card
 from tracegen.export.formats import Format, Row, convert_trace, features, is_convertible
 from tracegen.export.outputs import ARROW_OUTPUTS, OUTPUTS, Batch, Output, OutputKind
-from tracegen.jsonl import iter_lines, iter_raw_lines, validate
+from tracegen.jsonl import (
+    iter_lines,
+    iter_raw_lines,
+    special_file,
+    special_file_warning,
+    validate,
+)
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:
@@ -108,8 +114,12 @@ def iter_converted(path: Path, options: ConvertOptions, counts: ConvertCounts) -
 
 
 @contextlib.contextmanager
-def _replacing(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target`` that replaces it on success, vanishes on failure."""
+def replacing(target: Path) -> Iterator[Path]:
+    """A temporary path beside ``target`` that replaces it on success, vanishes on failure;
+    a FIFO or a device (``-o /dev/null``) is written as it is, never replaced."""
+    if special_file(target) is not None:
+        yield target
+        return
     tmp = target.with_name(f".{target.name}.tmp")
     _remove(tmp)
     try:
@@ -127,8 +137,9 @@ def _replacing(target: Path) -> Iterator[Path]:
 
 def _check_target(target: Path, *, dataset: bool) -> None:
     """Refuse to replace a directory that is not a dataset tracegen could have written."""
-    if dataset and target.is_file():
-        raise OutputError(f"{target}: is a file, --to-hf needs a directory")
+    if dataset and (target.is_file() or special_file(target)):
+        kind = special_file(target) or "a file"
+        raise OutputError(f"{target}: is {kind}, --to-hf needs a directory")
     if not dataset and target.is_dir():
         raise OutputError(f"{target}: is a directory, expected a file name")
     foreign = not (target / "dataset_info.json").is_file()
@@ -152,7 +163,7 @@ def convert_file(
     with contextlib.ExitStack() as stack:
         outputs: list[Output] = []
         for kind, target in targets.items():
-            tmp = stack.enter_context(_replacing(target))
+            tmp = stack.enter_context(replacing(target))
             output = OUTPUTS[kind](tmp, feats() if kind in ARROW_OUTPUTS else None)
             stack.callback(output.close)
             outputs.append(output)
@@ -220,10 +231,11 @@ def convert_command(
         raise ConfigError(f"{input}: output would overwrite the input")
     for kind, target in targets.items():
         _check_target(target, dataset=kind == "hf")
+    console = Console(stderr=True, highlight=False)
+    for warning in filter(None, map(special_file_warning, targets.values())):
+        console.print(f"tracegen: warning: {warning}", markup=False, soft_wrap=True)
     counts = convert_file(input, targets, options)
     if "hf" in targets:
         write_card(targets["hf"], input, options, counts)
-    Console(stderr=True, highlight=False).print(
-        counts.summary(options), markup=False, soft_wrap=True
-    )
+    console.print(counts.summary(options), markup=False, soft_wrap=True)
     return counts
