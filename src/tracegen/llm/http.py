@@ -58,7 +58,7 @@ from tracegen.errors import (
     ProtocolError,
     ServerError,
 )
-from tracegen.llm.base import RetryListener
+from tracegen.llm.base import RetryListener, ServerInfo
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -88,9 +88,12 @@ class HttpBackend:
         retry_max_s: float = 30.0,
         max_connections: int = 32,
         on_retry: RetryListener | None = None,
+        server: ServerInfo | None = None,
     ) -> None:
         self.host = host.rstrip("/")
         self.model = model
+        self.server = server
+        """Who answers at the host, when already known (the factory found out)."""
         self.timeout_s = timeout_s
         self._shown_host = redact_url(self.host)
         self._has_key = bool(api_key)
@@ -180,13 +183,20 @@ class HttpBackend:
         caller reads the body to its end, so the connection goes back to the pool."""
         content = orjson.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if body is not None else None
-        try:
-            stream = self._client.stream(method, path, content=content, headers=headers)
-            response = await stream.__aenter__()
-        except httpx.TransportError as e:
-            raise self.transport_error(e) from None
-        except httpx.InvalidURL as e:
-            raise ConfigError(f"invalid host {self._shown_host!r}: {e}") from None
+        for fresh in (False, True):
+            try:
+                stream = self._client.stream(method, path, content=content, headers=headers)
+                response = await stream.__aenter__()
+                break
+            except httpx.RemoteProtocolError as e:
+                # A kept-alive connection the server had just closed (llama.cpp closes one
+                # after each stream): the request never reached it, so send it once more.
+                if fresh:
+                    raise self.transport_error(e) from None
+            except httpx.TransportError as e:
+                raise self.transport_error(e) from None
+            except httpx.InvalidURL as e:
+                raise ConfigError(f"invalid host {self._shown_host!r}: {e}") from None
         try:
             if response.status_code != 200:
                 try:
