@@ -60,8 +60,8 @@ class _Handler(Handler):
     def fake(self) -> FakeOllama:
         return self.server.fake  # type: ignore[return-value]
 
-    def _error(self, status: int, message: str) -> None:
-        self.send_json(status, {"error": message})
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self.send_json(status, {"error": message}, headers)
 
     def _write_line(self, obj: Any) -> None:
         self.write_chunk(orjson.dumps(obj) + b"\n")
@@ -130,7 +130,8 @@ class _Handler(Handler):
             default = STATUS_MESSAGES.get(status, "error")
             if status == 404:
                 default = f"model '{body.get('model')}' not found"
-            self._error(status, fault.message or default)
+            after = {"Retry-After": f"{fault.seconds:g}"} if fault.seconds is not None else None
+            self._error(status, fault.message or default, after)
             return
         problem = self._validate(body)
         if problem is not None:
@@ -214,6 +215,7 @@ class _Handler(Handler):
         else:
             final["response"] = ""
         prompt = render_chat(body.get("messages") or []) if is_chat else body.get("prompt", "")
+        self.fake.prompts.append(prompt)
         final["done"] = True
         final["done_reason"] = cut_reason or reply.done_reason or "stop"
         metrics = {

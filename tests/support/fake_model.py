@@ -184,6 +184,8 @@ class FakeModel:
         self.models = dict(models) if models is not None else dict(self.default_models)
         self.latency_s = latency_s
         self.requests: list[tuple[str, dict[str, Any], Headers]] = []
+        self.prompts: list[str] = []
+        """Each prompt the model was given, rendered, in order."""
         self.faults_injected: Counter[str] = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
