@@ -92,6 +92,8 @@ class TraceFacts:
     logprobs_status: str
     assistant_turns: int
     turns_with_logprobs: int
+    model_requests: float = 0
+    requests_with_token_ids: int = 0
 
 
 def read_trace(obj: dict[str, Any]) -> TraceFacts:
@@ -129,6 +131,8 @@ def read_trace(obj: dict[str, Any]) -> TraceFacts:
         logprobs_status=status,
         assistant_turns=assistant_turns,
         turns_with_logprobs=len(_list(obj, "logprobs")),
+        model_requests=_number(_dict(obj, "usage"), "requests", "usage."),
+        requests_with_token_ids=len(_list(obj, "token_requests")),
     )
 
 
@@ -181,6 +185,8 @@ class Stats:
     logprobs: Counter[str] = field(default_factory=Counter)
     assistant_turns: int = 0
     turns_with_logprobs: int = 0
+    model_requests: float = 0
+    requests_with_token_ids: int = 0
     problems: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
     groups: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
 
@@ -199,6 +205,8 @@ class Stats:
         self.logprobs[facts.logprobs_status] += 1
         self.assistant_turns += facts.assistant_turns
         self.turns_with_logprobs += facts.turns_with_logprobs
+        self.model_requests += facts.model_requests
+        self.requests_with_token_ids += facts.requests_with_token_ids
 
     def to_json(self) -> dict[str, Any]:
         total = self.total
@@ -227,6 +235,9 @@ class Stats:
                 "coverage": _ratio(self.logprobs["present"], requested),
                 "assistant_turns": self.assistant_turns,
                 "turns_with_logprobs": self.turns_with_logprobs,
+                "model_requests": int(self.model_requests),
+                "requests_with_token_ids": self.requests_with_token_ids,
+                "token_id_coverage": _ratio(self.requests_with_token_ids, self.model_requests),
             },
             "problems": {pid: _problem_row(g) for pid, g in problems},
         }
