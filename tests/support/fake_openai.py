@@ -291,6 +291,12 @@ class _Handler(Handler):
         calls = reply.tool_calls or []
         for index, call in enumerate(calls):
             function = call["function"]
+            if not isinstance(function, dict):  # a broken call, passed on as it is
+                fragment = {"index": index, "function": function}
+                chunks.append(
+                    {**base, "choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}
+                )
+                continue
             arguments = orjson.dumps(function.get("arguments") or {}).decode()
             head = {"index": index, "id": f"call_{index}", "type": "function"}
             head["function"] = {"name": function["name"], "arguments": ""}
