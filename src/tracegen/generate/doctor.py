@@ -178,7 +178,7 @@ async def _continuation(
     """``--continuation`` on a one-token request, failing only when the mode needs it."""
     name = f"{prefix}continuation"
     needed = get_mode(settings.mode).continues_message
-    miss = "fail" if needed else "warn"
+    miss: Status = "fail" if needed else "warn"
     request = _one_token(settings, ("user", "Count to three."), ("assistant", "One, two,"))
     try:
         completion = await backend.continue_message(request, settings.continuation)

@@ -137,7 +137,11 @@ class HostBackend(Backend, Protocol):
     """A backend bound to one server: the unit the pool spreads requests over."""
 
     host: str
-    capabilities: Capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend can give (known once the server said who it is)."""
+        ...
 
     async def server_info(self) -> ServerInfo:
         """One quick request that proves the host answers (`BackendUnavailable` if not)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import orjson
@@ -337,6 +338,28 @@ def token_logprob(entry: Any) -> TokenLogprob:
         raise ProtocolError(f"malformed logprobs entry: {clip(str(entry))}") from None
 
 
+@dataclass
+class _Call:
+    """A tool call as its fragments arrive: id and name once, the arguments in pieces."""
+
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def tool_call(self, index: int, host: str) -> ToolCall:
+        text = "".join(self.arguments).strip()
+        try:
+            arguments = orjson.loads(text) if text else {}
+        except orjson.JSONDecodeError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            raise ProtocolError(f"{host} sent tool call arguments that are not a JSON object")
+        if not self.name:
+            raise ProtocolError(f"{host} sent a tool call without a name")
+        function = ToolFunction(name=self.name, arguments=arguments, index=index)
+        return ToolCall(id=self.id, function=function)
+
+
 class _ChatStream:
     """Collects one chat completion from its SSE chunks (choice 0)."""
 
@@ -344,7 +367,7 @@ class _ChatStream:
         self.done = False
         self.content: list[str] = []
         self.thinking: list[str] = []
-        self.calls: dict[int, list[Any]] = {}
+        self.calls: dict[int, _Call] = {}
         self.logprobs: list[TokenLogprob] = []
         self.prompt_ids: list[int] | None = None
         self.completion_ids: list[int] | None = None
@@ -372,11 +395,11 @@ class _ChatStream:
         if reasoning:
             self.thinking.append(reasoning)
         for fragment in delta.get("tool_calls") or ():
-            call = self.calls.setdefault(int(fragment.get("index", 0)), [None, "", []])
+            call = self.calls.setdefault(int(fragment.get("index", 0)), _Call())
             function = fragment.get("function") or {}
-            call[0] = fragment.get("id") or call[0]
-            call[1] = function.get("name") or call[1]
-            call[2].append(function.get("arguments") or "")
+            call.id = fragment.get("id") or call.id
+            call.name = function.get("name") or call.name
+            call.arguments.append(function.get("arguments") or "")
         logprobs = choice.get("logprobs") or {}
         self.logprobs.extend(token_logprob(e) for e in logprobs.get("content") or ())
         if choice.get("token_ids") is not None:
@@ -384,7 +407,7 @@ class _ChatStream:
         self.finish = choice.get("finish_reason") or self.finish
 
     def completion(self, host: str, model: str, request: ChatRequest, shown: str) -> Completion:
-        calls = [_tool_call(i, *self.calls[i], shown) for i in sorted(self.calls)]
+        calls = [self.calls[i].tool_call(i, shown) for i in sorted(self.calls)]
         finish = _FINISH.get(self.finish or "")
         if finish == "stop" and calls:
             finish = "tool_calls"
@@ -459,23 +482,6 @@ class _NativeStream:
             prompt_ids=prompt_ids,
             completion_ids=self.ids,
         )
-
-
-def _tool_call(
-    index: int, call_id: str | None, name: str, pieces: list[str], host: str
-) -> ToolCall:
-    text = "".join(pieces).strip()
-    try:
-        arguments = orjson.loads(text) if text else {}
-        if not isinstance(arguments, dict):
-            raise ValueError
-    except ValueError:
-        raise ProtocolError(
-            f"{host} sent tool call arguments that are not a JSON object: {clip(text)}"
-        ) from None
-    if not name:
-        raise ProtocolError(f"{host} sent a tool call without a name")
-    return ToolCall(id=call_id, function=ToolFunction(name=name, arguments=arguments, index=index))
 
 
 def _int(data: Json, key: str) -> int:
