@@ -277,7 +277,7 @@ class OpenAIBackend(HttpBackend):
                 chunk = self.json_object(data, "SSE event")
                 if "error" in chunk:
                     raise self._mid_stream(chunk)
-                acc.add(chunk, self._shown_host)
+                acc.add(chunk, request.top_logprobs, self._shown_host)
         if acc.final is None:
             raise ServerError(f"{self._shown_host} ended the response before its last chunk")
         return acc.completion(self.host, self.model, request, ids)
@@ -316,12 +316,14 @@ def openai_messages(messages: Sequence[ChatMessage]) -> list[Json]:
     return out
 
 
-def token_logprob(entry: Any) -> TokenLogprob:
-    """One ``logprobs.content`` (or llama.cpp ``completion_probabilities``) entry; a vLLM
-    ``token_id:N`` token gives its id, its text then comes from ``bytes``."""
+def token_logprob(entry: Any, token_id: int | None = None, top: int | None = None) -> TokenLogprob:
+    """One ``logprobs.content`` (or llama.cpp ``completion_probabilities``) entry, with at most
+    ``top`` alternatives; its id is the entry's own, else a vLLM ``token_id:N`` token's (the
+    text then comes from ``bytes``), else ``token_id``."""
     try:
-        token, raw, token_id = entry["token"], entry.get("bytes"), entry.get("id")
-        if token_id is None and token.startswith(_PLACEHOLDER):
+        token, raw = entry["token"], entry.get("bytes")
+        token_id = entry.get("id", token_id)
+        if token.startswith(_PLACEHOLDER):
             token_id = int(token[len(_PLACEHOLDER) :])
             token = bytes(raw).decode(errors="replace") if raw else ""
         return TokenLogprob(
@@ -331,7 +333,7 @@ def token_logprob(entry: Any) -> TokenLogprob:
             id=token_id,
             top_logprobs=[
                 TopLogprob(token=t["token"], logprob=t["logprob"], bytes=t.get("bytes"))
-                for t in entry.get("top_logprobs") or ()
+                for t in (entry.get("top_logprobs") or ())[:top]
             ],
         )
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -400,10 +402,13 @@ class _ChatStream:
             call.id = fragment.get("id") or call.id
             call.name = function.get("name") or call.name
             call.arguments.append(function.get("arguments") or "")
-        logprobs = choice.get("logprobs") or {}
-        self.logprobs.extend(token_logprob(e) for e in logprobs.get("content") or ())
-        if choice.get("token_ids") is not None:
-            self.completion_ids = (self.completion_ids or []) + list(choice["token_ids"])
+        entries = (choice.get("logprobs") or {}).get("content") or ()
+        ids = choice.get("token_ids")
+        if ids is not None:
+            self.completion_ids = (self.completion_ids or []) + list(ids)
+        if ids is None or len(ids) != len(entries):
+            ids = [None] * len(entries)
+        self.logprobs.extend(token_logprob(e, i) for e, i in zip(entries, ids, strict=True))
         self.finish = choice.get("finish_reason") or self.finish
 
     def completion(self, host: str, model: str, request: ChatRequest, shown: str) -> Completion:
@@ -413,11 +418,6 @@ class _ChatStream:
             finish = "tool_calls"
         ids = self.completion_ids if self.prompt_ids is not None else None
         tokens = self.logprobs
-        if ids is not None and len(ids) == len(tokens):
-            tokens = [
-                t if t.id is not None else t.model_copy(update={"id": i})
-                for t, i in zip(tokens, ids, strict=True)
-            ]
         prompt_ms, predicted_ms = _ms(self.timings, "prompt_ms"), _ms(self.timings, "predicted_ms")
         return Completion(
             content="".join(self.content),
@@ -446,12 +446,12 @@ class _NativeStream:
         self.logprobs: list[TokenLogprob] = []
         self.final: Json | None = None
 
-    def add(self, chunk: Json, host: str) -> None:
+    def add(self, chunk: Json, top: int, host: str) -> None:
         try:
             self.content.append(chunk.get("content") or "")
             self.ids.extend(int(i) for i in chunk.get("tokens") or ())
             self.logprobs.extend(
-                token_logprob(e) for e in chunk.get("completion_probabilities") or ()
+                token_logprob(e, top=top) for e in chunk.get("completion_probabilities") or ()
             )
         except (TypeError, ValueError, AttributeError):
             raise ProtocolError(f"{host} sent a malformed chunk: {clip(str(chunk))}") from None
@@ -464,10 +464,7 @@ class _NativeStream:
         final = self.final or {}
         timings = final.get("timings") or {}
         prompt_ms, predicted_ms = _ms(timings, "prompt_ms"), _ms(timings, "predicted_ms")
-        keep = request.top_logprobs
-        tokens = [
-            t.model_copy(update={"top_logprobs": t.top_logprobs[:keep]}) for t in self.logprobs
-        ]
+        tokens = self.logprobs
         return Completion(
             content="".join(self.content),
             logprobs=tokens if request.logprobs and tokens else None,
