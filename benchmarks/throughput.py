@@ -8,8 +8,9 @@ N / (ceil(N / P) × latency × turns) either (the last round is partly empty): b
 are printed. The last rows are the same work one request at a time (as the original
 scripts did), and peak RSS for 200 and 2000 episodes.
 
-    python benchmarks/throughput.py            # the README table (a few minutes)
-    python benchmarks/throughput.py --quick    # fewer episodes, for a smoke check
+    python benchmarks/throughput.py                  # the README table (a few minutes)
+    python benchmarks/throughput.py --quick          # fewer episodes, for a smoke check
+    python benchmarks/throughput.py --server openai  # the OpenAI-compatible stand-in (vLLM)
 
 The server runs in this process and each run in a child process, so the peak RSS printed
 is that of tracegen alone.
@@ -92,13 +93,21 @@ def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     return {"seconds": seconds, "traces": traces, "turns": turns / traces, "rss_mb": rss_mb}
 
 
-def _case(parallel: int, episodes: int, latency: float, concurrency: int) -> dict[str, float]:
+def _case(
+    kind: str, parallel: int, episodes: int, latency: float, concurrency: int
+) -> dict[str, float]:
     """Serve from this process; run tracegen in a child, so its peak RSS is its own."""
     from tests.fake_ollama import FakeOllama
+    from tests.support.fake_openai import FakeOpenAI
 
-    with FakeOllama(parallel=parallel, latency_s=latency) as server:
+    if kind == "openai":
+        server: FakeOllama | FakeOpenAI = FakeOpenAI("vllm", parallel=parallel, latency_s=latency)
+    else:
+        server = FakeOllama(parallel=parallel, latency_s=latency)
+    with server:
         server.set_responder(lambda path, body: ANSWER)
-        cmd = [sys.executable, __file__, "--case", server.url, str(episodes), str(concurrency)]
+        url = server.api if isinstance(server, FakeOpenAI) else server.url
+        cmd = [sys.executable, __file__, "--case", url, str(episodes), str(concurrency)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"case P={parallel} N={episodes} failed:\n{out.stderr}")
@@ -109,6 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes")
     parser.add_argument("--case", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
+    parser.add_argument("--server", choices=("ollama", "openai"), default="ollama")
     args = parser.parse_args()
     if args.case:
         url, n, c = args.case
@@ -129,7 +139,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for name, p, episodes, latency, c in cases:
-        r = _case(p, episodes, latency, c)
+        r = _case(args.server, p, episodes, latency, c)
         rate = r["traces"] / r["seconds"]
         bound = p / (latency * r["turns"])
         rounds = math.ceil(episodes / p)
@@ -141,7 +151,7 @@ def main() -> None:
     print()
     print(f"{'episodes':>8} {'seconds':>8} {'traces/s':>9} {'peak RSS MB':>12}")
     for episodes in (200, 400 if args.quick else 2000):
-        r = _case(32, episodes, 0.01, 32)
+        r = _case(args.server, 32, episodes, 0.01, 32)
         print(
             f"{episodes:>8} {r['seconds']:>8.1f} {r['traces'] / r['seconds']:>9.1f} "
             f"{r['rss_mb']:>12.1f}"

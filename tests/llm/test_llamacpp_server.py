@@ -84,8 +84,8 @@ def test_tracegen_run_against_llama_server(llama_server: str, tmp_path: Path, mo
     prompts.mkdir()
     (prompts / f"{mode}.txt").write_text(SHORT_PROMPT)
     out, rejects = tmp_path / "traces.jsonl", tmp_path / "rejects.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
-    env.pop("OPENAI_API_KEY", None)
+    settings = ("TRACEGEN_", "OLLAMA_", "OPENAI_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(settings)}
     args = ["run", "--backend", "openai", "--host", f"{llama_server}/v1", "--model", MODEL]
     args += ["--mode", mode, "--problems", str(problems), "-o", str(out), "--rejects", str(rejects)]
     args += ["--prompts-dir", str(prompts), "--max-tokens", "12", "--max-steps", "2"]
