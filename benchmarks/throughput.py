@@ -8,8 +8,9 @@ N / (ceil(N / P) × latency × turns) either (the last round is partly empty): b
 are printed. The last rows are the same work one request at a time (as the original
 scripts did), and peak RSS for 200 and 2000 episodes.
 
-    python benchmarks/throughput.py            # the README table (a few minutes)
-    python benchmarks/throughput.py --quick    # fewer episodes, for a smoke check
+    python benchmarks/throughput.py                  # the README table (a few minutes)
+    python benchmarks/throughput.py --quick          # fewer episodes, for a smoke check
+    python benchmarks/throughput.py --server openai  # the OpenAI-compatible stand-in (vLLM)
 
 The server runs in this process and each run in a child process, so the peak RSS printed
 is that of tracegen alone.
@@ -119,18 +120,30 @@ def _cpu() -> tuple[float, float]:
 
 
 def _case(
-    parallel: int, episodes: int, latency: float, concurrency: int, src: Path | None = None
+    kind: str,
+    parallel: int,
+    episodes: int,
+    latency: float,
+    concurrency: int,
+    src: Path | None = None,
 ) -> dict[str, float]:
     """Serve from this process; run tracegen in a child, so its peak RSS is its own.
     ``src`` runs another checkout's ``src`` (the previous release) instead of this one."""
     from tests.fake_ollama import FakeOllama
+    from tests.support.fake_openai import FakeOpenAI
 
     env = dict(os.environ)
     if src is not None:
         env["TRACEGEN_BENCH_SRC"] = str(src)
-    with FakeOllama(parallel=parallel, latency_s=latency) as server:
+    server: FakeOllama | FakeOpenAI
+    if kind == "openai":
+        server = FakeOpenAI("vllm", parallel=parallel, latency_s=latency)
+    else:
+        server = FakeOllama(parallel=parallel, latency_s=latency)
+    with server:
         server.set_responder(lambda path, body: ANSWER)
-        cmd = [sys.executable, __file__, "--case", server.url, str(episodes), str(concurrency)]
+        url = server.api if isinstance(server, FakeOpenAI) else server.url
+        cmd = [sys.executable, __file__, "--case", url, str(episodes), str(concurrency)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise SystemExit(f"case P={parallel} N={episodes} failed:\n{out.stderr}")
@@ -155,6 +168,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes")
     parser.add_argument("--case", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
+    parser.add_argument("--server", choices=("ollama", "openai"), default="ollama")
+    parser.add_argument("--server", choices=("ollama", "openai"), default="ollama")
     args = parser.parse_args()
     if args.case:
         url, n, c = args.case
@@ -170,7 +185,7 @@ def main() -> None:
         ("concurrent", 128, 4 * n, 1.0, 132),
         ("one at a time", 32, n // 4, 0.2, 1),
     ]
-    previous = _previous_release()
+    previous = _previous_release() if args.server == "ollama" else None
     header = (
         f"{'run':<14} {'code':<9} {'P':>4} {'latency':>8} {'episodes':>8} {'traces/s':>9} "
         f"{'P/lat':>7} {'ratio':>6} {'finite':>7} {'ratio':>6} {'CPU ms/turn':>11} "
@@ -182,7 +197,7 @@ def main() -> None:
         for code, src in (("this", None), (PREVIOUS_RELEASE, previous)):
             if code != "this" and src is None:
                 continue
-            r = _case(p, episodes, latency, c, src)
+            r = _case(args.server, p, episodes, latency, c, src)
             rate = r["traces"] / r["seconds"]
             bound = p / (latency * r["turns"])
             rounds = math.ceil(episodes / p)
@@ -195,7 +210,7 @@ def main() -> None:
     print()
     print(f"{'episodes':>8} {'seconds':>8} {'traces/s':>9} {'peak RSS MB':>12}")
     for episodes in (200, 400 if args.quick else 2000):
-        r = _case(32, episodes, 0.01, 32)
+        r = _case(args.server, 32, episodes, 0.01, 32)
         print(
             f"{episodes:>8} {r['seconds']:>8.1f} {r['traces'] / r['seconds']:>9.1f} "
             f"{r['rss_mb']:>12.1f}"

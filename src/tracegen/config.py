@@ -15,10 +15,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from tracegen.errors import ConfigError
+from tracegen.schema import ContinueMethod
 
 DEFAULT_PORT = 11434
 DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
 ENV_PREFIX = "TRACEGEN_"
+BACKEND_CHOICES = ("auto", "ollama", "openai")
+"""What ``--backend`` takes: ``auto`` or a kind of `tracegen.llm.factory.BACKENDS`."""
+ContinueChoice = Literal["auto", ContinueMethod]
 S = TypeVar("S", bound=BaseModel)
 
 # Upper bounds of the settings (README, Configuration): beyond them a value is a mistake,
@@ -64,8 +68,8 @@ class GenerationSettings(BaseModel):
     )
     think: bool | None = None
     top_logprobs: int = Field(default=0, ge=0, le=20)
-    continuation: Literal["prefill", "raw"] = Field(
-        default="prefill", description="how inline-tools continues its assistant message"
+    continuation: ContinueChoice = Field(
+        default="auto", description="how inline-tools continues its assistant message"
     )
     tool_parser: str | None = Field(
         default=None, description="native-tools: parser for calls written as text (auto)"
@@ -94,11 +98,12 @@ class GenerationSettings(BaseModel):
 class RunSettings(GenerationSettings):
     """`tracegen run`: generation settings plus where and how to run them."""
 
-    backend: Literal["ollama"] = "ollama"
+    backend: str = "auto"
     hosts: list[str] = Field(
         default_factory=lambda: [DEFAULT_HOST], min_length=1, max_length=MAX_HOSTS
     )
     api_key: SecretStr | None = None
+    openai_api_key: SecretStr | None = None
     problems: str = "builtin"
     limit: int | None = Field(default=None, ge=1, le=MAX_LIMIT)
     problem_ids: list[str] | None = None
@@ -131,6 +136,13 @@ class RunSettings(GenerationSettings):
         if not isinstance(v, list):
             return v
         return list(dict.fromkeys(normalize_host(h) for h in v))
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        if v not in BACKEND_CHOICES:
+            raise ValueError(f"expected one of {', '.join(BACKEND_CHOICES)}, got {v!r}")
+        return v
 
     @field_validator("problem_ids", mode="before")
     @classmethod
@@ -198,6 +210,8 @@ def _from_env(env: Mapping[str, str], fields: Mapping[str, Any]) -> dict[str, An
         out["hosts"] = env["OLLAMA_HOST"]
     if env.get("OLLAMA_API_KEY"):
         out["api_key"] = env["OLLAMA_API_KEY"]
+    if env.get("OPENAI_API_KEY"):
+        out["openai_api_key"] = env["OPENAI_API_KEY"]
     for name in fields:
         value = env.get(ENV_PREFIX + name.upper())
         if value is not None and value != "":

@@ -300,6 +300,8 @@ class TraceError(Record):
 
 
 LogprobsStatus = Literal["present", "absent", "not_requested"]
+ContinueMethod = Literal["prefill", "raw", "continue"]
+"""How a partial assistant message was continued (each backend documents what each means)."""
 
 
 def _now() -> datetime:
@@ -330,7 +332,7 @@ class Trace(Record):
     metrics: Metrics = Field(default_factory=Metrics)
     logprobs: list[TurnLogprobs] = Field(default_factory=list)
     logprobs_status: LogprobsStatus = "not_requested"
-    continuation: Literal["prefill", "raw"] | None = None
+    continuation: ContinueMethod | None = None
     token_requests: list[TokenRequest] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     error: TraceError | None = None

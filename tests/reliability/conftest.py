@@ -3,20 +3,24 @@ and a scripted model on the loopback Ollama server."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from tests.fake_ollama import Reply
+from tests.fake_ollama import FakeOllama, Reply
 from tests.runner.conftest import children, clean_env  # noqa: F401 (children: a fixture)
+from tests.support.backends import GENERATION_PATHS
+from tests.support.fake_model import FakeModel
+from tests.support.fake_openai import FakeOpenAI
 from tracegen.problems import load_problems
 from tracegen.schema import Problem
 
@@ -27,6 +31,32 @@ _TASK = re.compile(r"\(task ([\w-]+)\)")
 def child_env(**extra: str) -> dict[str, str]:
     """This environment without tracegen/Ollama settings, plus ``extra``."""
     return {**clean_env(), **extra}
+
+
+SERVERS = {
+    "ollama": FakeOllama,
+    "openai": lambda **kw: FakeOpenAI("vllm", **kw),
+    "llamacpp": lambda **kw: FakeOpenAI("llamacpp", **kw),
+}
+"""The loopback servers a scenario runs against, by name: Ollama's, and OpenAI-compatible ones
+(vLLM's flavour; llama.cpp's, whose requests go through its own endpoints)."""
+
+
+@contextlib.contextmanager
+def serving(name: str, **options: Any) -> Iterator[tuple[FakeModel, str]]:
+    """The stand-in called ``name``, started, and the ``--host`` to give for it."""
+    with SERVERS[name](**options) as server:
+        yield server, server.api if isinstance(server, FakeOpenAI) else server.url
+
+
+def generations(server: FakeModel) -> list[dict[str, Any]]:
+    """The bodies of the generation requests the server saw."""
+    return [body for path, body, _ in server.requests if path in GENERATION_PATHS]
+
+
+def seed_of(body: dict[str, Any]) -> int:
+    """The sampling seed of a generation request, whatever its wire format."""
+    return int(body["seed"] if "seed" in body else body["options"]["seed"])
 
 
 def command(args: list[str]) -> list[str]:
@@ -166,7 +196,9 @@ def write_problems(path: Path, problems: list[dict[str, Any]]) -> Path:
 
 
 def user_text(body: dict[str, Any]) -> str:
-    """The first user message of a chat request: the problem statement."""
+    """The first user message of a chat request (or of a rendered prompt): the problem."""
+    if "messages" not in body:
+        return body["prompt"].split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
     return next(m["content"] for m in body.get("messages", []) if m.get("role") == "user")
 
 

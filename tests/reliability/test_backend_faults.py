@@ -15,11 +15,14 @@ from tests.reliability.conftest import (
     child_env,
     episodes,
     error_line,
+    generations,
     markers_reply,
     problem_of,
     read_jsonl,
     reference_solver,
     run_args,
+    seed_of,
+    serving,
     tracegen,
 )
 from tracegen.generate.plan import episode_seed
@@ -46,8 +49,9 @@ SEED = 11
 CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(6 * 7)"}}</tool_call>'
 
 
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
 def test_a_run_against_a_server_failing_30_percent_of_requests_loses_nothing(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
     problems = builtin(10)
     broken = (problems[3].id, 2)
@@ -56,17 +60,17 @@ def test_a_run_against_a_server_failing_30_percent_of_requests_loses_nothing(
 
     def model(path: str, body: dict[str, Any]) -> Reply:
         problem = problem_of(body, problems)
-        if (problem.id, body["options"]["seed"]) == (broken[0], broken_seed):
+        if (problem.id, seed_of(body)) == (broken[0], broken_seed):
             return GARBAGE
         assert problem.reference_solution is not None
         return markers_reply(problem.reference_solution)
 
     out, rejects = tmp_path / "traces.jsonl", tmp_path / "rejects.jsonl"
-    with FakeOllama() as server:
+    with serving(kind) as (server, host):
         server.set_responder(model)
         server.fail_randomly(0.3, FAULTS, seed=8)
         args = run_args(
-            server.url,
+            host,
             out,
             "--limit",
             "10",
@@ -78,7 +82,7 @@ def test_a_run_against_a_server_failing_30_percent_of_requests_loses_nothing(
             str(rejects),
         )
         done = tracegen(args, env=child_env(TRACEGEN_RETRY_INITIAL_S="0.2"))
-        chats = [body for path, body, _ in server.requests if path == "/api/chat"]
+        chats = generations(server)
         faults = server.faults_injected
     assert done.returncode == 0, done.stderr
     assert TRACEBACK not in done.stderr
@@ -96,7 +100,7 @@ def test_a_run_against_a_server_failing_30_percent_of_requests_loses_nothing(
     assert len(read_jsonl(tmp_path / "traces.jsonl.state")) == 1 + 40
 
     attempts: Counter[tuple[str, int]] = Counter(
-        (problem_of(body, problems).id, body["options"]["seed"]) for body in chats
+        (problem_of(body, problems).id, seed_of(body)) for body in chats
     )
     gave_up = [attempts.pop((p, episode_seed(SEED, p, s))) for p, s in episodes(failed)]
     retried = sum(faults.values()) - faults["stall"]
@@ -128,9 +132,12 @@ def test_a_server_that_stops_answering_is_timed_out_and_retried(tmp_path: Path) 
     assert sorted(episodes(read_jsonl(out))) == sorted((p.id, 0) for p in problems)
 
 
-@pytest.mark.parametrize("continuation", ["prefill", "raw"])
+@pytest.mark.parametrize(
+    ("kind", "continuation"),
+    [("ollama", "prefill"), ("ollama", "raw"), ("openai", "continue"), ("llamacpp", "raw")],
+)
 def test_faults_while_continuing_a_message_duplicate_nothing_in_it(
-    tmp_path: Path, continuation: str
+    tmp_path: Path, kind: str, continuation: str
 ) -> None:
     problems = builtin(6)
 
@@ -147,12 +154,12 @@ def test_faults_while_continuing_a_message_duplicate_nothing_in_it(
         return Reply(content=f"It prints 42.</think>\n<code>\n{problem.reference_solution}</code>")
 
     out = tmp_path / "traces.jsonl"
-    with FakeOllama() as server:
+    with serving(kind) as (server, host):
         server.set_responder(model)
         server.fail_randomly(0.3, FAULTS[:-1], seed=5)
         done = tracegen(
             run_args(
-                server.url,
+                host,
                 out,
                 "--limit",
                 "6",

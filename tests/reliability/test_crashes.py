@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fake_ollama import FakeOllama, Fault, Reply
 from tests.reliability.conftest import (
     builtin,
@@ -22,6 +24,7 @@ from tests.reliability.conftest import (
     read_jsonl,
     reference_solver,
     run_args,
+    serving,
     tracegen,
     wait_until_gone,
 )
@@ -42,8 +45,9 @@ def wait_for_lines(path: Path, count: int, proc: subprocess.Popen[bytes]) -> Non
         time.sleep(0.01)
 
 
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
 def test_five_kill_9_at_random_moments_lose_and_duplicate_nothing(
-    tmp_path: Path, children: list[subprocess.Popen[bytes]]
+    tmp_path: Path, children: list[subprocess.Popen[bytes]], kind: str
 ) -> None:
     problems = builtin(25)
     wrong = {p.id for p in problems[::3]}
@@ -59,11 +63,11 @@ def test_five_kill_9_at_random_moments_lose_and_duplicate_nothing(
     state = tmp_path / "traces.jsonl.state"
     rng = random.Random(20240611)
     moments = [rng.uniform(0.0, 0.5) for _ in range(KILLS)]
-    with FakeOllama(latency_s=0.2) as server:
+    with serving(kind, latency_s=0.2) as (server, host):
         server.set_responder(model)
         server.fail_randomly(0.1, [Fault("status", 503), Fault("drop")], seed=3)
         args = run_args(
-            server.url,
+            host,
             out,
             "--limit",
             "25",

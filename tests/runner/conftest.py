@@ -144,7 +144,7 @@ def model(fake_ollama: FakeOllama) -> FakeOllama:
 def cli(monkeypatch: pytest.MonkeyPatch):
     """Run ``tracegen ARGS`` in-process; the environment cannot leak settings in."""
     for name in list(os.environ):
-        if name.startswith(("TRACEGEN_", "OLLAMA_")):
+        if name.startswith(("TRACEGEN_", "OLLAMA_", "OPENAI_")):
             monkeypatch.delenv(name)
     runner = CliRunner()
 
@@ -155,7 +155,9 @@ def cli(monkeypatch: pytest.MonkeyPatch):
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_", "OPENAI_"))
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     return env
 

@@ -5,20 +5,22 @@ from __future__ import annotations
 import typer
 
 from tracegen.cli.app import app
-from tracegen.cli.options import ConfigOpt, HostOpt, ModelOpt, SandboxOpt
+from tracegen.cli.options import BackendOpt, ConfigOpt, HostOpt, ModelOpt, SandboxOpt
 
 
 @app.command()
 def doctor(
     host: HostOpt = None,
+    backend: BackendOpt = None,
     model: ModelOpt = None,
     sandbox: SandboxOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Check the server, the model, logprobs and the sandbox; exit 1 if anything is wrong."""
+    """Check the server, the model, logprobs, token ids, continuation and the sandbox; exit 1
+    if anything is wrong."""
     from tracegen.config import RunSettings, load_settings
     from tracegen.generate.doctor import doctor_command
 
-    flags = {"hosts": host or None, "model": model, "sandbox": sandbox}
+    flags = {"hosts": host or None, "backend": backend, "model": model, "sandbox": sandbox}
     settings = load_settings(RunSettings, flags, config_file=config)
     raise typer.Exit(doctor_command(settings))

@@ -16,9 +16,21 @@ ConfigOpt = Annotated[
 ]
 HostOpt = Annotated[
     list[str] | None,
-    typer.Option("--host", help="Ollama server URL; repeat for several. [env: OLLAMA_HOST]"),
+    typer.Option(
+        "--host",
+        help="Server URL (an OpenAI-compatible one with or without /v1); repeat for several."
+        " [env: OLLAMA_HOST]",
+    ),
 ]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name as Ollama knows it.")]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help="Server kind; auto (default) finds out what answers at each host."
+        " [env: TRACEGEN_BACKEND]",
+    ),
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name as the server knows it.")]
 ProblemsOpt = Annotated[
     str | None,
     typer.Option(

@@ -12,6 +12,7 @@ from tracegen.cli.options import (
     GEN,
     OUT,
     RUN,
+    BackendOpt,
     ConfigOpt,
     HostOpt,
     IdsOpt,
@@ -29,6 +30,7 @@ def run(
     ] = None,
     model: ModelOpt = None,
     host: HostOpt = None,
+    backend: BackendOpt = None,
     problems: ProblemsOpt = None,
     limit: LimitOpt = None,
     problem_ids: IdsOpt = None,
@@ -72,7 +74,8 @@ def run(
     continuation: Annotated[
         str | None,
         typer.Option(
-            help="inline-tools: prefill (/api/chat) or raw (/api/generate).", rich_help_panel=GEN
+            help="inline-tools: auto (the server's best), prefill, raw or continue.",
+            rich_help_panel=GEN,
         ),
     ] = None,
     tool_parser: Annotated[

@@ -73,7 +73,7 @@ class Turns:
         method = self.settings.continuation
         request = self.request(stop, None)
         completion = await self._count(self.backend.continue_message(request, method))
-        self.continuation = completion.continuation or method
+        self.continuation = completion.continuation
         return completion
 
     async def _count(self, call: Awaitable[Completion]) -> Completion:

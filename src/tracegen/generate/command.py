@@ -28,7 +28,7 @@ async def _run(settings: RunSettings) -> int:
     reporter = Reporter(
         stats, lambda: pool.in_flight if pool else 0, display=Reporter.choose(settings.quiet)
     )
-    get_mode(settings.mode)
+    mode = get_mode(settings.mode)
     system_prompt = load_prompt(settings.mode, settings.prompts_dir)
     problems = load_problems(
         settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
@@ -52,7 +52,12 @@ async def _run(settings: RunSettings) -> int:
         if stats.total == 0:
             reporter.info(f"nothing to do: all {plan.size} episodes were already run")
             return 0
-        pool = await open_pool(settings, on_retry=reporter.retry, warn=reporter.warn)
+        pool = await open_pool(
+            settings,
+            on_retry=reporter.retry,
+            warn=reporter.warn,
+            continues_message=mode.continues_message,
+        )
         try:
             return await LocalScheduler(settings, plan, files, pool, stats, reporter).execute()
         finally:

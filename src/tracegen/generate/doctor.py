@@ -1,4 +1,5 @@
-"""`tracegen doctor`: server reachable, model there, logprobs returned, sandbox isolated?"""
+"""`tracegen doctor`: server reachable (which one), model there, tools, logprobs, token ids and
+continuation working (a one-token request each), sandbox isolated?"""
 
 from __future__ import annotations
 
@@ -10,12 +11,26 @@ from rich.console import Console
 from rich.table import Table
 
 from tracegen.config import RunSettings, redact_url
-from tracegen.errors import BackendError, ModelNotFound, TracegenError
-from tracegen.llm.base import ChatRequest, HostBackend, SamplingOptions
-from tracegen.llm.factory import backend_for
+from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
+from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
+from tracegen.llm.factory import Found, backend_for, identify
 from tracegen.llm.http import PROBE_TIMEOUT_S
+from tracegen.modes import get_mode
 from tracegen.sandbox import detect_isolation
 from tracegen.schema import ChatMessage
+
+PYTHON_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "python",
+        "description": "Run Python code.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}},
+            "required": ["code"],
+        },
+    },
+}
 
 Status = Literal["ok", "warn", "fail"]
 _MARKS = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
@@ -59,19 +74,17 @@ async def run_checks(settings: RunSettings) -> list[Check]:
 
 
 async def check_host(settings: RunSettings, host: str) -> list[Check]:
-    """Reachability and version, the model, its features, logprobs on a one-token request."""
+    """Who answers and its version, the model, its features, then one-token requests: tools,
+    logprobs and token ids, continuation."""
     prefix = f"{redact_url(host)} " if len(settings.hosts) > 1 else ""
     probe_s = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
-    probe = backend_for(settings, host, timeout_s=probe_s, max_attempts=1)
-    try:
-        info = await probe.server_info()
-    except BackendError as e:
-        return [Check(f"{prefix}host", "fail", str(e))]
-    finally:
-        await probe.aclose()
+    found = await identify(settings, host, timeout_s=probe_s)
+    if not isinstance(found, Found):
+        return [Check(f"{prefix}host", "fail", found)]
     shown = redact_url(host)
-    checks = [Check(f"{prefix}host", "ok", f"{shown} reachable, {info.name} {info.version}")]
-    backend = backend_for(settings, host, max_attempts=1)
+    server = f"{found.server.name} {found.server.version}".rstrip() if found.server else found.kind
+    checks = [Check(f"{prefix}host", "ok", f"{shown} reachable, {server}")]
+    backend = backend_for(settings, host, kind=found.kind, server=found.server, max_attempts=1)
     try:
         try:
             features = await backend.model_features()
@@ -80,9 +93,10 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
         except BackendError as e:
             return [*checks, Check(f"{prefix}model", "fail", str(e))]
         checks.append(Check(f"{prefix}model", "ok", f"{settings.model} present"))
-        checks.append(_capability(settings, prefix, "tools", features))
+        checks.append(await _tools(settings, prefix, backend, features))
         checks.append(_capability(settings, prefix, "thinking", features))
-        checks.append(await _logprobs(settings, prefix, backend))
+        checks += await _logprobs(settings, prefix, backend)
+        checks.append(await _continuation(settings, prefix, backend, server))
         return checks
     finally:
         await backend.aclose()
@@ -107,23 +121,73 @@ def _capability(settings: RunSettings, prefix: str, name: str, features: set[str
     return Check(f"{prefix}{name}", "fail" if needed else "warn", f"not supported ({why})")
 
 
-async def _logprobs(settings: RunSettings, prefix: str, backend: HostBackend) -> Check:
-    request = ChatRequest(
-        messages=[ChatMessage(role="user", content="Say OK.")],
+def _one_token(settings: RunSettings, *messages: tuple[str, str]) -> ChatRequest:
+    return ChatRequest(
+        messages=[ChatMessage(role=r, content=c) for r, c in messages],  # type: ignore[arg-type]
         options=SamplingOptions(max_tokens=1, context_tokens=settings.num_ctx),
         logprobs=True,
     )
+
+
+async def _tools(
+    settings: RunSettings, prefix: str, backend: HostBackend, features: set[str]
+) -> Check:
+    check = _capability(settings, prefix, "tools", features)
+    if check.status != "ok":
+        return check
+    request = _one_token(settings, ("user", "Say OK."))
+    request.tools = [PYTHON_TOOL]
+    try:
+        await backend.chat(request)
+    except BackendError as e:
+        refused = isinstance(e, BadRequest) and settings.mode != "native-tools"
+        return Check(check.name, "warn" if refused else "fail", f"a request with tools failed: {e}")
+    return check
+
+
+async def _logprobs(settings: RunSettings, prefix: str, backend: HostBackend) -> list[Check]:
+    """Logprobs and token ids, from one one-token request."""
     name = f"{prefix}logprobs"
     try:
-        completion = await backend.chat(request)
+        completion = await backend.chat(_one_token(settings, ("user", "Say OK.")))
     except BackendError as e:
-        return Check(name, "fail", f"a one-token request failed: {e}")
+        return [Check(name, "fail", f"a one-token request failed: {e}")]
     if completion.logprobs:
-        return Check(name, "ok", f"returned ({len(completion.logprobs)} token(s))")
-    detail = "the server returned none: traces will say logprobs_status=absent"
-    if settings.require_logprobs:
-        return Check(name, "fail", f"{detail}, and --require-logprobs is set")
-    return Check(name, "warn", detail)
+        check = Check(name, "ok", f"returned ({len(completion.logprobs)} token(s))")
+    else:
+        detail = "the server returned none: traces will say logprobs_status=absent"
+        if settings.require_logprobs:
+            check = Check(name, "fail", f"{detail}, and --require-logprobs is set")
+        else:
+            check = Check(name, "warn", detail)
+    return [check, _token_ids(prefix, backend, completion)]
+
+
+def _token_ids(prefix: str, backend: HostBackend, completion: Completion) -> Check:
+    name = f"{prefix}token ids"
+    if completion.prompt_ids is not None and completion.completion_ids is not None:
+        counts = f"{len(completion.prompt_ids)} prompt, {len(completion.completion_ids)} sampled"
+        return Check(name, "ok", f"returned ({counts}): traces record token_requests")
+    why = "the server returned none" if backend.capabilities.token_ids else "not offered"
+    return Check(name, "warn", f"{why}: traces have logprobs but no token_requests")
+
+
+async def _continuation(
+    settings: RunSettings, prefix: str, backend: HostBackend, server: str
+) -> Check:
+    """``--continuation`` on a one-token request, failing only when the mode needs it."""
+    name = f"{prefix}continuation"
+    needed = get_mode(settings.mode).continues_message
+    miss: Status = "fail" if needed else "warn"
+    request = _one_token(settings, ("user", "Count to three."), ("assistant", "One, two,"))
+    try:
+        completion = await backend.continue_message(request, settings.continuation)
+    except ConfigError as e:
+        return Check(name, miss, str(e))
+    except BackendError as e:
+        return Check(name, miss, f"a one-token continuation failed: {e}")
+    methods = ", ".join(backend.capabilities.continuation)
+    return Check(name, "ok", f"{completion.continuation} works ({server} offers: {methods})")
 
 
 def check_sandbox(settings: RunSettings) -> Check:

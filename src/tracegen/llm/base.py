@@ -16,11 +16,14 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tracegen.schema import ChatMessage, TokenLogprob, ToolCall
+from tracegen.config import ContinueChoice
+from tracegen.errors import ConfigError
+from tracegen.schema import ChatMessage, ContinueMethod, TokenLogprob, ToolCall
 
-ContinueMethod = Literal["prefill", "raw"]
-"""How a partial assistant message is continued: ``prefill`` sends it last in a chat request
-(the server must not close the turn); ``raw`` renders the chat template and continues the text."""
+# How a partial assistant message is continued (`ContinueMethod`): ``prefill`` sends it last in
+# a chat request (the server must not close the turn); ``raw`` renders the chat template and
+# continues the text; ``continue`` asks the server to continue it (``continue_final_message``).
+# A `ContinueChoice` may also be ``auto``: the best method the backend supports.
 FinishReason = Literal["stop", "length", "tool_calls"]
 RetryListener = Callable[[str], None]
 """Told one line each time a request is retried (the run's progress counts them)."""
@@ -99,27 +102,46 @@ class Backend(Protocol):
         """Run one request to completion (streaming underneath), with bounded retries."""
         ...
 
-    async def continue_message(self, request: ChatRequest, method: ContinueMethod) -> Completion:
+    async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         """Continue the partial assistant message that ends ``request.messages``; the
-        completion holds only the new text."""
+        completion holds only the new text and says which method it used."""
         ...
 
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """Who answers at a host: ``kind`` (``ollama``…), its ``name`` for people, and its
-    ``version`` as the server says."""
+    """Who answers at a host: ``kind`` (``ollama``, ``vllm``, ``llamacpp``…), its ``name`` for
+    people, and its ``version`` as the server says."""
 
     kind: str
     name: str
     version: str
 
 
+def pick_continuation(
+    choice: ContinueChoice, capabilities: Capabilities, server: str
+) -> ContinueMethod:
+    """The method ``choice`` means on a backend with ``capabilities`` (``auto``: its best), or
+    a `ConfigError` naming the choices that work with ``server``."""
+    methods = capabilities.continuation
+    for method in methods:
+        if choice in ("auto", method):
+            return method
+    works = ", ".join(("auto", *methods)) if methods else "none, so use another --mode"
+    raise ConfigError(
+        f"--continuation {choice} does not work with {server} (choices that do: {works})"
+    )
+
+
 class HostBackend(Backend, Protocol):
     """A backend bound to one server: the unit the pool spreads requests over."""
 
     host: str
-    capabilities: Capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend can give (known once the server said who it is)."""
+        ...
 
     async def server_info(self) -> ServerInfo:
         """One quick request that proves the host answers (`BackendUnavailable` if not)."""

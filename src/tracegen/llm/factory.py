@@ -1,76 +1,149 @@
-"""The one place that names backend classes: build one per host, probe hosts, open the pool."""
+"""The one place that names backend classes: build one per host, find out what answers at a
+host (``--backend auto``), open the pool."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, BackendTimeout, BackendUnavailable, ConfigError
-from tracegen.llm.base import HostBackend, RetryListener
+from tracegen.llm.base import HostBackend, RetryListener, ServerInfo, pick_continuation
 from tracegen.llm.http import PROBE_TIMEOUT_S
 from tracegen.llm.ollama import OllamaBackend
+from tracegen.llm.openai import OpenAIBackend
 from tracegen.llm.pool import HostPool
 
-BACKENDS: dict[str, Callable[..., HostBackend]] = {"ollama": OllamaBackend}
-"""Backend kinds by the name ``--backend`` takes."""
+BACKENDS: dict[str, Callable[..., HostBackend]] = {
+    "ollama": OllamaBackend,
+    "openai": OpenAIBackend,
+}
+"""Backend kinds by the name ``--backend`` takes (`tracegen.config.BACKEND_CHOICES` lists them
+with ``auto``), in the order ``auto`` tries them."""
+KEYS: dict[str, tuple[str, ...]] = {"openai": ("openai_api_key", "api_key")}
+"""The settings holding a kind's API key, first set wins (default: ``api_key``)."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What answers at a host: the backend kind and, when the server said, who it is."""
+
+    kind: str
+    server: ServerInfo | None
 
 
 def backend_for(
     settings: RunSettings,
     host: str,
     *,
+    kind: str | None = None,
+    server: ServerInfo | None = None,
     timeout_s: float | None = None,
     max_attempts: int | None = None,
     on_retry: RetryListener | None = None,
 ) -> HostBackend:
-    """A backend of the run's kind for ``host``; probes pass a short timeout and one attempt."""
+    """A backend of ``kind`` (default: the run's) for ``host``; probes pass a short timeout
+    and one attempt."""
+    kind = kind or settings.backend
     try:
-        make = BACKENDS[settings.backend]
+        make = BACKENDS[kind]
     except KeyError:
-        raise ConfigError(
-            f"unknown backend {settings.backend!r}; known: {', '.join(BACKENDS)}"
-        ) from None
+        raise ConfigError(f"unknown backend {kind!r}; known: {', '.join(BACKENDS)}") from None
+    key = next((v for v in (getattr(settings, k) for k in KEYS.get(kind, ("api_key",))) if v), None)
     options: dict[str, Any] = {
-        "api_key": settings.api_key.get_secret_value() if settings.api_key else None,
+        "api_key": key.get_secret_value() if key else None,
         "timeout_s": settings.request_timeout_s if timeout_s is None else timeout_s,
         "max_attempts": settings.max_attempts if max_attempts is None else max_attempts,
         "retry_initial_s": settings.retry_initial_s,
         "max_connections": settings.concurrency,
         "on_retry": on_retry,
     }
+    if server is not None:
+        options["server"] = server
     return make(host, settings.model, **options)
 
 
-async def unreachable(settings: RunSettings, host: str) -> str | None:
-    """Why ``host`` cannot be reached, or None: any answer from the server means it can."""
-    probe = backend_for(settings, host, timeout_s=PROBE_TIMEOUT_S, max_attempts=1)
-    try:
-        await probe.server_info()
-    except (BackendUnavailable, BackendTimeout) as e:
-        return str(e)
-    except BackendError:
-        pass
-    finally:
-        await probe.aclose()
-    return None
+async def identify(
+    settings: RunSettings, host: str, *, timeout_s: float = PROBE_TIMEOUT_S
+) -> Found | str:
+    """What answers at ``host`` (each kind in turn for ``auto``), or why nothing does.
+
+    With one ``--backend``, any answer means the host is up, even when the server would not
+    say who it is; ``auto`` needs a server to recognise.
+    """
+    kinds = list(BACKENDS) if settings.backend == "auto" else [settings.backend]
+    problem = ""
+    for kind in kinds:
+        probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+        try:
+            return Found(kind, await probe.server_info())
+        except (BackendUnavailable, BackendTimeout) as e:
+            return str(e)
+        except BackendError as e:
+            problem = str(e)
+        finally:
+            await probe.aclose()
+    if settings.backend != "auto":
+        return Found(settings.backend, None)
+    return (
+        f"neither Ollama nor an OpenAI-compatible server answers at {redact_url(host)} ({problem})"
+    )
+
+
+def one_kind(found: dict[str, Found]) -> str:
+    """The backend kind every answering host shares; a `ConfigError` naming them if not."""
+    kinds = {f.kind for f in found.values()}
+    if len(kinds) > 1:
+        named = "; ".join(
+            f"{redact_url(h)} is {f.server.name if f.server else f.kind} ({f.kind})"
+            for h, f in found.items()
+        )
+        raise ConfigError(
+            f"one run talks to one kind of server, but {named}: choose hosts of one kind"
+        )
+    return kinds.pop()
 
 
 async def open_pool(
-    settings: RunSettings, *, on_retry: RetryListener, warn: Callable[[str], None]
+    settings: RunSettings,
+    *,
+    on_retry: RetryListener,
+    warn: Callable[[str], None],
+    continues_message: bool = False,
 ) -> HostPool:
-    """One backend per host; stop at once if no host answers, bench those that do not."""
-    problems = await asyncio.gather(*(unreachable(settings, h) for h in settings.hosts))
-    down = {h: p for h, p in zip(settings.hosts, problems, strict=True) if p is not None}
-    if len(down) == len(settings.hosts):
+    """One backend per host; stop at once if no host answers or hosts are of different kinds,
+    or when the mode continues messages and a host cannot with ``--continuation``; bench the
+    hosts that do not answer."""
+    answers = await asyncio.gather(*(identify(settings, h) for h in settings.hosts))
+    found = {h: a for h, a in zip(settings.hosts, answers, strict=True) if isinstance(a, Found)}
+    down = {h: a for h, a in zip(settings.hosts, answers, strict=True) if isinstance(a, str)}
+    if not found:
         raise BackendUnavailable(
             f"{'; '.join(down.values())} (--host or OLLAMA_HOST says where the server runs)"
         )
-    pool = HostPool(
-        [backend_for(settings, h, on_retry=on_retry) for h in settings.hosts],
-        limit=settings.concurrency,
-    )
+    kind = one_kind(found)
+    backends = [
+        backend_for(
+            settings,
+            h,
+            kind=kind,
+            server=found[h].server if h in found else None,
+            on_retry=on_retry,
+        )
+        for h in settings.hosts
+    ]
+    pool = HostPool(backends, limit=settings.concurrency)
+    try:
+        for backend in backends if continues_message else ():
+            if backend.host in found:
+                server = found[backend.host].server
+                name = f"{server.name if server else kind} at {redact_url(backend.host)}"
+                pick_continuation(settings.continuation, backend.capabilities, name)
+    except ConfigError:
+        await pool.aclose()
+        raise
     for host, problem in down.items():
         shown = redact_url(host)
         warn(f"{shown} does not answer ({problem}); going on with the other hosts")

@@ -58,7 +58,7 @@ from tracegen.errors import (
     ProtocolError,
     ServerError,
 )
-from tracegen.llm.base import RetryListener
+from tracegen.llm.base import RetryListener, ServerInfo
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -88,11 +88,14 @@ class HttpBackend:
         retry_max_s: float = 30.0,
         max_connections: int = 32,
         on_retry: RetryListener | None = None,
+        server: ServerInfo | None = None,
     ) -> None:
         url = host.rstrip("/")
         self.host = redact_url(url)
         """The host as messages, logs and traces show it: credentials in the URL hidden."""
         self.model = model
+        self.server = server
+        """Who answers at the host, when already known (the factory found out)."""
         self.timeout_s = timeout_s
         self._has_key = bool(api_key)
         self._attempts = max(1, max_attempts)
@@ -112,9 +115,7 @@ class HttpBackend:
 
     def __repr__(self) -> str:
         key = "set" if self._has_key else "none"
-        return (
-            f"{type(self).__name__}(host={self.host!r}, model={self.model!r}, api_key={key})"
-        )
+        return f"{type(self).__name__}(host={self.host!r}, model={self.model!r}, api_key={key})"
 
     async def __aenter__(self) -> HttpBackend:
         return self
@@ -181,13 +182,20 @@ class HttpBackend:
         caller reads the body to its end, so the connection goes back to the pool."""
         content = orjson.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if body is not None else None
-        try:
-            stream = self._client.stream(method, path, content=content, headers=headers)
-            response = await stream.__aenter__()
-        except httpx.TransportError as e:
-            raise self.transport_error(e) from None
-        except httpx.InvalidURL as e:
-            raise ConfigError(f"invalid host {self.host!r}: {e}") from None
+        for fresh in (False, True):
+            try:
+                stream = self._client.stream(method, path, content=content, headers=headers)
+                response = await stream.__aenter__()
+                break
+            except httpx.RemoteProtocolError as e:
+                # A kept-alive connection the server had just closed (llama.cpp closes one
+                # after each stream): the request never reached it, so send it once more.
+                if fresh:
+                    raise self.transport_error(e) from None
+            except httpx.TransportError as e:
+                raise self.transport_error(e) from None
+            except httpx.InvalidURL as e:
+                raise ConfigError(f"invalid host {self.host!r}: {e}") from None
         try:
             if response.status_code != 200:
                 try:
@@ -221,9 +229,7 @@ class HttpBackend:
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise ProtocolError(
-                f"{self.host} sent a malformed {what}: {clip(raw)!r}"
-            ) from None
+            raise ProtocolError(f"{self.host} sent a malformed {what}: {clip(raw)!r}") from None
         if not isinstance(data, dict):
             raise ProtocolError(f"{self.host} sent a {what} that is not a JSON object")
         return data

@@ -18,9 +18,10 @@ from tracegen.llm.base import (
     Capabilities,
     ChatRequest,
     Completion,
-    ContinueMethod,
+    ContinueChoice,
     FinishReason,
     ServerInfo,
+    pick_continuation,
 )
 from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.schema import TokenLogprob, ToolCall, ToolFunction, TopLogprob
@@ -54,9 +55,10 @@ class OllamaBackend(HttpBackend):
         body = self._chat_body(request)
         return await self.retrying(lambda: self._stream("/api/chat", body, request.logprobs))
 
-    async def continue_message(self, request: ChatRequest, method: ContinueMethod) -> Completion:
+    async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
             raise ValueError("continue_message needs a partial assistant message last")
+        method = pick_continuation(method, self.capabilities, self.server_name)
         if method == "prefill":
             completion = await self.chat(request)
         else:

@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from tracegen.errors import BackendError, BackendUnavailable
-from tracegen.llm.base import ChatRequest, Completion, ContinueMethod, HostBackend
+from tracegen.llm.base import ChatRequest, Completion, ContinueChoice, HostBackend
 
 _last_host: ContextVar[str | None] = ContextVar("tracegen_last_host", default=None)
 
@@ -83,7 +83,7 @@ class HostPool:
     async def chat(self, request: ChatRequest) -> Completion:
         return await self._call(lambda b: b.chat(request))
 
-    async def continue_message(self, request: ChatRequest, method: ContinueMethod) -> Completion:
+    async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         return await self._call(lambda b: b.continue_message(request, method))
 
     def bench(self, host: str, reason: str) -> None:

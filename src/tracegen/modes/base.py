@@ -33,6 +33,8 @@ class Mode(Protocol):
     """One conversation protocol, selected with ``tracegen run --mode NAME``."""
 
     name: ClassVar[str]
+    continues_message: ClassVar[bool]
+    """Whether it continues a partial assistant message (``--continuation`` must work)."""
 
     async def run(self, spec: EpisodeSpec, backend: Backend, sandbox: CodeRunner) -> Trace: ...
 
@@ -42,6 +44,7 @@ class TracedMode(ABC):
     program is (``final_code``) and its structure criteria (``structure_ok``)."""
 
     name: ClassVar[str]
+    continues_message: ClassVar[bool] = False
     default_think: ClassVar[bool | None] = None
     """Server-side thinking when the ``think`` setting is unset (None: not sent, the server
     decides)."""

@@ -4,8 +4,9 @@ The model writes ``<tool_call>{"name": "python", "arguments": {"code": …}}</to
 generation stops at ``</tool_call>`` (put back, as the server removes it); the call is
 parsed (strict → escaped → extracted), its code runs as a script, and
 ``<tool_response>{json}</tool_response>`` is appended to the same assistant message, which
-the model then continues (``--continuation prefill|raw``). A call that cannot be parsed is
-answered with a ``tool_response`` saying so; a second failure in a row ends the episode.
+the model then continues (``--continuation``; by default the backend's best method). A call
+that cannot be parsed is answered with a ``tool_response`` saying so; a second failure in a
+row ends the episode.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def _ends_in_open_call(text: str) -> bool:
 @register
 class InlineTools(TracedMode):
     name = "inline-tools"
+    continues_message = True
     default_think = False
     """The reasoning is the ``<think>`` the model writes, so server thinking is off unless
     ``think`` is set: a thinking model's parser would move that text out of the content."""

@@ -85,6 +85,10 @@ class Role(msgspec.Struct, gc=False):
     role: str
 
 
+class UsageFacts(msgspec.Struct, gc=False):
+    requests: Count = 0
+
+
 class TraceFacts(msgspec.Struct, gc=False):
     """What stats needs from one trace line; every other field is skipped unread."""
 
@@ -102,6 +106,8 @@ class TraceFacts(msgspec.Struct, gc=False):
     logprobs_status: Literal["present", "absent", "not_requested"] = "not_requested"
     messages: list[Role] | None = None
     logprobs: list[msgspec.Raw] | None = None
+    usage: UsageFacts | None = None
+    token_requests: list[msgspec.Raw] | None = None
 
 
 TRACE_NAME = "tracegen.trace/1 record"
@@ -169,6 +175,8 @@ class Stats:
     logprobs: Counter[str] = field(default_factory=Counter)
     assistant_turns: int = 0
     turns_with_logprobs: int = 0
+    model_requests: int = 0
+    requests_with_token_ids: int = 0
     problems: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
     groups: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
 
@@ -194,6 +202,8 @@ class Stats:
         self.logprobs[facts.logprobs_status] += 1
         self.assistant_turns += sum(m.role == "assistant" for m in facts.messages or ())
         self.turns_with_logprobs += len(facts.logprobs or ())
+        self.model_requests += facts.usage.requests if facts.usage else 0
+        self.requests_with_token_ids += len(facts.token_requests or ())
 
     def merge(self, other: Stats) -> None:
         """Add the counts of ``other`` (of lines read after these)."""
@@ -211,6 +221,8 @@ class Stats:
         self.logprobs.update(other.logprobs)
         self.assistant_turns += other.assistant_turns
         self.turns_with_logprobs += other.turns_with_logprobs
+        self.model_requests += other.model_requests
+        self.requests_with_token_ids += other.requests_with_token_ids
 
     def to_json(self) -> dict[str, Any]:
         total = self.total
@@ -239,6 +251,9 @@ class Stats:
                 "coverage": _ratio(self.logprobs["present"], requested),
                 "assistant_turns": self.assistant_turns,
                 "turns_with_logprobs": self.turns_with_logprobs,
+                "model_requests": int(self.model_requests),
+                "requests_with_token_ids": self.requests_with_token_ids,
+                "token_id_coverage": _ratio(self.requests_with_token_ids, self.model_requests),
             },
             "problems": {pid: _problem_row(g) for pid, g in problems},
         }

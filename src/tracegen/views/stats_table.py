@@ -120,6 +120,10 @@ def _tools(data: dict[str, Any]) -> Table:
     table.add_row(
         "assistant turns with logprobs", f"{lp['turns_with_logprobs']}/{lp['assistant_turns']}"
     )
+    table.add_row("token-id coverage (model requests with ids)", pct(lp["token_id_coverage"]))
+    table.add_row(
+        "model requests with token ids", f"{lp['requests_with_token_ids']}/{lp['model_requests']}"
+    )
     return table
 
 

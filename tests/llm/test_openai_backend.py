@@ -1,0 +1,164 @@
+"""OpenAIBackend against the loopback stand-in: what is sent, what comes back, per server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support import fake_openai
+from tests.support.backends import QUICK_RETRIES
+from tests.support.fake_model import Fault, Reply
+from tests.support.fake_openai import FakeOpenAI
+from tracegen.errors import AuthError, BadRequest, ConfigError, ServerError
+from tracegen.llm.base import ChatRequest, SamplingOptions
+from tracegen.llm.openai import OpenAIBackend, openai_messages
+from tracegen.schema import ChatMessage, ToolCall, ToolFunction
+
+CALL = {"function": {"name": "python", "arguments": {"code": "print(2)"}}}
+SECRET = "sk-openai-secret-0123"
+
+
+def backend(server: FakeOpenAI, host: str | None = None, **kw: Any) -> OpenAIBackend:
+    return OpenAIBackend(host or server.api, "test-model", **{**QUICK_RETRIES, **kw})
+
+
+def request(*messages: tuple[str, str], **kw: Any) -> ChatRequest:
+    msgs = messages or (("user", "write add"),)
+    return ChatRequest(messages=[ChatMessage(role=r, content=c) for r, c in msgs], **kw)  # type: ignore[arg-type]
+
+
+def chat_bodies(server: FakeOpenAI) -> list[dict[str, Any]]:
+    return [b for p, b, _ in server.requests if p == "/v1/chat/completions"]
+
+
+async def test_the_request_carries_sampling_logprobs_and_usage_streaming() -> None:
+    options = SamplingOptions(
+        temperature=0.2, top_p=0.9, top_k=20, seed=3, max_tokens=64, stop=["<result>"]
+    )
+    tools = [{"type": "function", "function": {"name": "python", "parameters": {}}}]
+    with FakeOpenAI("vllm") as server:
+        async with backend(server) as b:
+            await b.chat(request(options=options, tools=tools, think=False, top_logprobs=5))
+        (body,) = chat_bodies(server)
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert (body["temperature"], body["top_p"], body["top_k"], body["seed"]) == (0.2, 0.9, 20, 3)
+    assert (body["max_tokens"], body["stop"], body["tools"]) == (64, ["<result>"], tools)
+    assert (body["logprobs"], body["top_logprobs"], body["return_token_ids"]) == (True, 5, True)
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert body["messages"] == [{"role": "user", "content": "write add"}]
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "sglang"])
+async def test_tool_calls_in_fragments_and_either_reasoning_field_come_back_whole(
+    flavor: str,
+) -> None:
+    with FakeOpenAI(flavor) as server:
+        server.script(Reply(content="", thinking="Run it.", tool_calls=[CALL, CALL]))
+        async with backend(server) as b:
+            c = await b.chat(request())
+    assert (c.thinking, c.finish_reason) == ("Run it.", "tool_calls")
+    assert [(t.id, t.function.arguments) for t in c.tool_calls] == [
+        ("call_0", {"code": "print(2)"}),
+        ("call_1", {"code": "print(2)"}),
+    ]
+
+
+async def test_vllm_token_id_placeholders_give_ids_and_text() -> None:
+    with FakeOpenAI("vllm", token_ids_as_text=True) as server:
+        server.script("def add(a, b):")
+        async with backend(server) as b:
+            c = await b.chat(request(top_logprobs=2))
+    assert c.logprobs is not None and "".join(t.token for t in c.logprobs) == "def add(a, b):"
+    assert [t.id for t in c.logprobs] == c.completion_ids
+    assert c.logprobs[0].top_logprobs[1].token.startswith("token_id:")
+
+
+def test_messages_take_the_openai_shape_with_tool_call_ids() -> None:
+    call = ToolCall(function=ToolFunction(name="python", arguments={"code": "1"}))
+    messages = [
+        ChatMessage(role="assistant", content="", tool_calls=[call]),
+        ChatMessage(role="tool", content="1", tool_name="python"),
+    ]
+    sent = openai_messages(messages)
+    assert sent[0]["tool_calls"] == [
+        {
+            "id": "call_0_0",
+            "type": "function",
+            "function": {"name": "python", "arguments": '{"code":"1"}'},
+        }
+    ]
+    assert sent[1] == {"role": "tool", "content": "1", "tool_call_id": "call_0_0"}
+
+
+async def test_continue_asks_for_the_final_message_to_be_continued() -> None:
+    with FakeOpenAI("sglang") as server:
+        server.script(" more")
+        async with backend(server) as b:
+            c = await b.continue_message(request(("user", "hi"), ("assistant", "<think>")), "auto")
+        (body,) = chat_bodies(server)
+    assert (c.content, c.continuation) == (" more", "continue")
+    assert (body["continue_final_message"], body["add_generation_prompt"]) == (True, False)
+    assert body["messages"][-1] == {"role": "assistant", "content": "<think>"}
+
+
+async def test_raw_on_llamacpp_refuses_a_server_that_closes_the_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    closing = fake_openai.render_chat
+    monkeypatch.setattr(fake_openai, "render_chat", lambda m, **kw: closing(m, open_last=False))
+    with FakeOpenAI("llamacpp") as server:
+        async with backend(server) as b:
+            with pytest.raises(BadRequest, match="without --no-prefill-assistant"):
+                await b.continue_message(request(("user", "hi"), ("assistant", "<think>")), "raw")
+        assert "/completion" not in server.paths()
+
+
+@pytest.mark.parametrize("with_v1", [True, False])
+async def test_a_host_is_taken_with_or_without_v1(with_v1: bool) -> None:
+    with FakeOpenAI("llamacpp") as server:
+        server.script("ok")
+        async with backend(server, server.api if with_v1 else server.url) as b:
+            assert (await b.server_info()).kind == "llamacpp"
+            assert (await b.chat(request())).content == "ok"
+            assert await b.model_names() == ["test-model"]
+
+
+async def test_an_unknown_server_answering_v1_models_is_a_generic_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer = fake_openai._Handler.do_GET
+
+    def without_version(handler: fake_openai._Handler) -> None:
+        handler.path = handler.path.replace("/version", "/nothing")
+        answer(handler)
+
+    monkeypatch.setattr(fake_openai._Handler, "do_GET", without_version)
+    with FakeOpenAI("vllm") as server:
+        async with backend(server) as b:
+            info = await b.server_info()
+            with pytest.raises(ConfigError, match="choices that do: none"):
+                await b.continue_message(request(("user", "hi"), ("assistant", "x")), "auto")
+    assert (info.kind, info.name) == ("openai", "an OpenAI-compatible server")
+
+
+async def test_an_error_mid_stream_is_retried_then_reported_with_its_message() -> None:
+    with FakeOpenAI("vllm") as server:
+        server.set_responder(lambda path, body: "a long enough answer to break")
+        server.fail_next(*[Fault("error_line", message="CUDA out of memory")] * 3)
+        async with backend(server) as b:
+            with pytest.raises(ServerError, match="failed mid-response: CUDA out of memory"):
+                await b.chat(request())
+    assert len(chat_bodies(server)) == 3
+
+
+async def test_the_key_is_a_bearer_token_never_shown() -> None:
+    with FakeOpenAI("vllm", api_key=SECRET) as server:
+        async with backend(server, api_key=SECRET) as b:
+            await b.chat(request())
+            assert SECRET not in repr(b)
+        async with backend(server, api_key="sk-wrong") as b:
+            with pytest.raises(AuthError) as info:
+                await b.chat(request())
+    assert "OPENAI_API_KEY was rejected" in str(info.value) and "sk-wrong" not in str(info.value)
+    assert all(h["authorization"] == f"Bearer {SECRET}" for _, _, h in server.requests[:-1])

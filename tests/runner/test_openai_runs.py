@@ -1,0 +1,140 @@
+"""`tracegen run`, `doctor` and `stats` against OpenAI-compatible servers (the loopback stand-in):
+every flavour found by ``--backend auto``, inline-tools continuing its message, token ids
+recorded, and the refusals a run gives at its start."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.fake_ollama import FakeOllama
+from tests.runner.conftest import read, solver
+from tests.support.fake_model import END_OF_TURN, Reply
+from tests.support.fake_openai import FakeOpenAI
+
+CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(1 + 2)"}}</tool_call>'
+SOLUTION = "def add(a, b):\n    return a + b\n"
+
+
+def partial_of(body: dict[str, Any]) -> str:
+    """The assistant message being continued: last in the messages, or the end of a
+    llama.cpp prompt rendered by the server."""
+    if "messages" in body:
+        last = body["messages"][-1]
+        return last["content"] if last["role"] == "assistant" else ""
+    return body["prompt"].rsplit("<|im_start|>assistant\n", 1)[-1]
+
+
+def inline_solver(path: str, body: dict[str, Any]) -> Reply:
+    """A model that calls the tool once in its thinking, then writes the program."""
+    if "<tool_response>" not in partial_of(body):
+        return Reply(content=f"<think>Let me check.\n{CALL}")
+    return Reply(content=f" It prints 3.</think>\n<code>\n{SOLUTION}</code>")
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "sglang", "llamacpp"])
+def test_inline_tools_continues_one_message_on_each_server(cli, workspace, flavor):
+    with FakeOpenAI(flavor) as server:
+        server.set_responder(inline_solver)
+        args = workspace.args(server.api, "--mode", "inline-tools", "--limit", "3")
+        result = cli([*args, "--backend", "openai"])
+        prompts, host = list(server.prompts), server.api
+    assert result.exit_code == 0, result.output
+    traces = read(workspace.out)
+    assert len(traces) == 3 and all(t["success"] and t["is_ideal"] for t in traces)
+    method = {"vllm": "continue", "sglang": "continue", "llamacpp": "raw"}[flavor]
+    for t in traces:
+        (answer,) = [m["content"] for m in t["messages"] if m["role"] == "assistant"]
+        assert answer.count("<tool_response>") == 1 and t["continuation"] == method
+        assert t["logprobs_status"] == "present" and t["hosts"] == [host]
+    answers = [p[p.rindex("<|im_start|>assistant") :] for p in prompts]
+    continued = [a for a in answers if "<tool_response>" in a]
+    assert len(continued) == 3 and not any(END_OF_TURN in a for a in continued)
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "llamacpp"])
+def test_token_ids_of_every_request_are_recorded_and_counted_by_stats(cli, workspace, flavor):
+    with FakeOpenAI(flavor) as server:
+        server.set_responder(inline_solver)
+        args = workspace.args(server.api, "--mode", "inline-tools", "--limit", "2")
+        assert cli(args).exit_code == 0
+        vocab = server.vocab
+        for trace in read(workspace.out):
+            first, second = (vocab.decode(r["prompt_ids"]) for r in trace["token_requests"])
+            (answer,) = [m["content"] for m in trace["messages"] if m["role"] == "assistant"]
+            assert second.startswith(first) and answer.startswith(second[len(first) :])
+            assert all(t["id"] is not None for turn in trace["logprobs"] for t in turn["tokens"])
+    result = cli(["stats", str(workspace.out), "--json"])
+    coverage = orjson.loads(result.output)["logprobs"]
+    assert (coverage["model_requests"], coverage["requests_with_token_ids"]) == (4, 4)
+    assert coverage["token_id_coverage"] == 1.0
+
+
+def test_auto_finds_each_server_and_a_host_given_without_v1_works(cli, workspace):
+    for flavor in ("vllm", "lmstudio"):
+        with FakeOpenAI(flavor) as server:
+            server.set_responder(solver)
+            result = cli([*workspace.args(server.url, "--limit", "2"), "--overwrite"])
+        assert result.exit_code == 0, result.output
+        assert len(read(workspace.out)) == 2
+
+
+def test_a_server_that_cannot_continue_is_refused_at_the_start(cli, workspace):
+    with FakeOpenAI("lmstudio") as server:
+        result = cli(workspace.args(server.api, "--mode", "inline-tools"))
+        generated = [p for p in server.paths() if p.endswith("/completions")]
+    assert result.exit_code == 2
+    assert "does not work with LM Studio" in result.output and "another --mode" in result.output
+    assert generated == [] and read(workspace.out) == []
+
+
+def test_a_continuation_method_the_server_lacks_names_those_it_has(cli, workspace):
+    with FakeOpenAI("vllm") as server:
+        args = workspace.args(server.api, "--mode", "inline-tools", "--continuation", "prefill")
+        result = cli(args)
+    assert result.exit_code == 2
+    refusal = r"--continuation prefill does not work with vLLM at \S+ \(choices that do: "
+    assert re.search(refusal + r"auto, continue\)", result.output)
+
+
+def test_hosts_of_different_kinds_are_one_clear_error(cli, workspace):
+    with FakeOllama() as ollama, FakeOpenAI("vllm") as vllm:
+        result = cli(workspace.args(ollama, "--host", vllm.api))
+        assert result.exit_code == 2
+        assert "one run talks to one kind of server" in result.output
+        assert f"{ollama.url} is Ollama (ollama)" in result.output
+        assert f"{vllm.api} is vLLM (openai)" in result.output
+
+
+def test_the_api_key_is_sent_as_a_bearer_token_and_a_wrong_one_is_named(
+    cli, workspace, monkeypatch
+):
+    with FakeOpenAI("vllm", api_key="sk-right") as server:
+        server.set_responder(solver)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-right")
+        assert cli(workspace.args(server.api, "--limit", "1")).exit_code == 0
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+        result = cli([*workspace.args(server.api, "--limit", "2")])
+    assert result.exit_code == 1
+    assert "OPENAI_API_KEY was rejected" in result.output and "sk-wrong" not in result.output
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "llamacpp", "lmstudio"])
+def test_doctor_reports_the_server_and_what_it_gives(cli, flavor, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    with FakeOpenAI(flavor) as server:
+        result = cli(["doctor", "--host", server.api, "--model", "test-model"])
+        host = server.api
+    out = result.output
+    name = {"vllm": "vLLM 0.11.2", "llamacpp": "llama.cpp b6900-abc1234", "lmstudio": "LM Studio"}
+    assert f"{host} reachable, {name[flavor]}" in out
+    assert "test-model present" in out and "returned (1 token(s))" in out
+    if flavor == "lmstudio":
+        assert "not offered: traces have logprobs but no token_requests" in out
+        assert "does not work with LM Studio" in out
+    else:
+        assert "prompt," in out and "sampled" in out and " works (" in out
+    assert result.exit_code == (1 if flavor == "lmstudio" else 0), out

@@ -1,0 +1,443 @@
+"""A loopback OpenAI-compatible server for tests: real HTTP on 127.0.0.1, SSE, four flavours.
+
+Wire format followed: vLLM ``vllm/entrypoints/openai/chat_completion/protocol.py`` @ d5dba2d7
+(``ChatCompletionRequest``: ``continue_final_message`` with ``add_generation_prompt`` both true
+is a 400, ``return_token_ids`` puts ``prompt_token_ids`` in the first chunk and ``token_ids`` in
+each choice, ``return_tokens_as_token_ids`` makes logprob tokens ``token_id:N`` with the text's
+bytes; ``DeltaMessage.reasoning``) and ``serving_chat.py`` (an error mid-stream is a ``data:
+{"error": …}`` event, then ``[DONE]``); llama.cpp ``tools/server/README.md`` @ 00dc8057 and its
+server in ``xllamacpp`` 2026.10, measured (``/props``, ``/apply-template``, ``/tokenize``,
+``/completion`` with ``return_tokens`` and ``n_probs``: ``tokens`` holds every sampled id, the
+one holding a stop string included, ``completion_probabilities`` drops that one; a trailing
+assistant message is left open; ``reasoning_content``; errors ``{"error": {"code", "message",
+"type"}}``); SGLang ``http_server.py`` (``/get_server_info``, newer ``/server_info``: server
+arguments and ``version``); LM Studio's ``/api/v0/models``. OpenAI's chat-completions streaming
+reference for the rest (``stream_options.include_usage`` → a last chunk with ``usage`` and no
+choices; tool calls in fragments keyed by ``index``).
+
+The scripted model, faults and pseudo-tokens are `tests.support.fake_model`'s, shared with the
+Ollama stand-in. Each rendered prompt is kept in ``prompts`` (what the model was given), so a
+test can prove there is no end-of-turn inside a continued message. Simplifications: one choice;
+the chat template is ChatML-like; ``lmstudio`` closes a trailing assistant message (it offers
+no continuation); only the generation endpoints take faults, latency and ``parallel``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tests.support.fake_model import (
+    END_OF_TURN,
+    STATUS_MESSAGES,
+    FakeModel,
+    Fault,
+    Handler,
+    Reply,
+    cut,
+    fault_position,
+    logprob_entry,
+    render_chat,
+    tokenize,
+)
+
+FLAVORS = ("vllm", "sglang", "llamacpp", "lmstudio")
+REASONING_FIELD = {
+    "vllm": "reasoning",
+    "sglang": "reasoning_content",
+    "llamacpp": "reasoning_content",
+    "lmstudio": "reasoning_content",
+}
+VERSIONS = {"vllm": "0.11.2", "sglang": "0.5.4", "llamacpp": "b6900-abc1234", "lmstudio": ""}
+MAX_LOGPROBS = 20
+"""vLLM's ``--max-logprobs`` default."""
+
+
+class _Handler(Handler):
+    @property
+    def fake(self) -> FakeOpenAI:
+        return self.server.fake  # type: ignore[return-value]
+
+    # ------------------------------------------------------------ errors
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        if self.fake.flavor == "lmstudio":
+            body: Any = {"error": message}
+        else:
+            kind = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError"}
+            body = {"error": {"message": message, "type": kind.get(status, "InternalServerError")}}
+            body["error"]["code"] = status
+        self.send_json(status, body, headers)
+
+    def _not_found(self) -> None:
+        if self.fake.flavor in ("vllm", "sglang"):
+            self.send_json(404, {"detail": "Not Found"})
+        else:
+            self._error(404, "File Not Found")
+
+    def _authorized(self) -> bool:
+        key = self.fake.api_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        self._error(401, "Invalid API Key")
+        return False
+
+    # ------------------------------------------------------------ routes
+
+    def do_GET(self) -> None:
+        fake = self.fake
+        fake.record(self.path, {}, self.headers_seen())
+        if not self._authorized():
+            return
+        flavor, version = fake.flavor, VERSIONS[fake.flavor]
+        name = next(iter(fake.models), "")
+        if self.path == "/v1/models":
+            data = [{"id": n, "object": "model", "owned_by": flavor} for n in fake.models]
+            self.send_json(200, {"object": "list", "data": data})
+        elif flavor == "vllm" and self.path == "/version":
+            self.send_json(200, {"version": version})
+        elif flavor == "sglang" and self.path in ("/server_info", "/get_server_info"):
+            self.send_json(200, {"model_path": name, "tp_size": 1, "version": version})
+        elif flavor == "llamacpp" and self.path == "/props":
+            self.send_json(
+                200,
+                {
+                    "default_generation_settings": {"n_ctx": 4096, "params": {}},
+                    "total_slots": 1,
+                    "model_path": f"/models/{name}.gguf",
+                    "chat_template": "{{ chatml }}",
+                    "build_info": version,
+                },
+            )
+        elif flavor == "lmstudio" and self.path == "/api/v0/models":
+            data = [
+                {"id": n, "object": "model", "type": "llm", "state": "loaded"} for n in fake.models
+            ]
+            self.send_json(200, {"object": "list", "data": data})
+        elif self.path == "/health" and flavor in ("vllm", "sglang", "llamacpp"):
+            self.send_json(200, {"status": "ok"})
+        else:
+            self._not_found()
+
+    def do_POST(self) -> None:
+        fake = self.fake
+        body = self.read_body()
+        fake.record(self.path, body or {}, self.headers_seen())
+        if not self._authorized():
+            return
+        native = fake.flavor == "llamacpp"
+        if body is None:
+            self._error(400, "invalid request body: not a JSON object")
+        elif self.path == "/v1/chat/completions":
+            with fake.serving():
+                self._chat(body)
+        elif native and self.path == "/completion":
+            with fake.serving():
+                self._completion(body)
+        elif native and self.path == "/apply-template":
+            self.send_json(200, {"prompt": render_chat(body.get("messages") or [])})
+        elif native and self.path == "/tokenize":
+            self.send_json(200, {"tokens": fake.vocab.encode(str(body.get("content", "")))})
+        elif native and self.path == "/detokenize":
+            self.send_json(200, {"content": fake.vocab.decode(body.get("tokens") or [])})
+        else:
+            self._not_found()
+
+    # ------------------------------------------------------------ chat completions
+
+    def _problem(self, body: dict[str, Any]) -> tuple[int, str] | None:
+        """What a strict server refuses before generating, as (status, message)."""
+        fake = self.fake
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return 400, "Expected 'messages' to be a non-empty array"
+        if not fake.single_model() and fake.resolve(body.get("model")) is None:
+            return 404, f"The model `{body.get('model')}` does not exist."
+        if body.get("stream_options") and not body.get("stream"):
+            return 400, "Stream options can only be defined when `stream=True`."
+        top = body.get("top_logprobs")
+        if top is not None and (not isinstance(top, int) or top < 0):
+            return 400, "`top_logprobs` must be a positive value."
+        if top and not body.get("logprobs"):
+            return 400, "when using `top_logprobs`, `logprobs` must be set to true."
+        if top and top > MAX_LOGPROBS:
+            return 400, f"Requested top logprobs of {top} exceeds maximum of {MAX_LOGPROBS}"
+        if "stop" in body and not isinstance(body["stop"], list | str):
+            return 400, "stop must be a string or a list of strings"
+        continuing = body.get("continue_final_message")
+        if continuing and body.get("add_generation_prompt"):
+            return 400, (
+                "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+            )
+        if continuing and fake.flavor == "lmstudio":
+            return 400, "Unrecognized key in request: continue_final_message"
+        if continuing and messages[-1].get("role") != "assistant":
+            return 400, "continue_final_message needs the final message to be the assistant's"
+        return None
+
+    def _render(self, body: dict[str, Any]) -> str:
+        """The prompt the model is given: a trailing assistant message stays open with
+        ``continue_final_message``, or always on llama.cpp (prefill)."""
+        open_last = bool(body.get("continue_final_message")) or self.fake.flavor == "llamacpp"
+        return render_chat(body["messages"], open_last=open_last)
+
+    def _fault_or_reply(
+        self, path: str, body: dict[str, Any], problem: tuple[int, str] | None
+    ) -> tuple[Reply, Fault | None] | None:
+        fake = self.fake
+        fault = fake.take_fault()
+        if fault is not None and fault.kind == "status":
+            status = fault.status or 503
+            message = fault.message or STATUS_MESSAGES.get(status, "error")
+            headers = {"Retry-After": f"{fault.seconds:g}"} if fault.seconds is not None else None
+            self._error(status, message, headers)
+            return None
+        if problem is not None:
+            self._error(*problem)
+            return None
+        reply = fake.reply(path, body)
+        if reply is None:
+            self._error(500, fake.no_reply_message())
+            return None
+        return reply, fault
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        fake = self.fake
+        problem = self._problem(body)
+        prompt = self._render(body) if problem is None else ""
+        answered = self._fault_or_reply(self.path, body, problem)
+        if answered is None:
+            return
+        reply, fault = answered
+        fake.prompts.append(prompt)
+        chunks = self._chat_chunks(body, reply, prompt)
+        if not body.get("stream"):
+            self._send_whole(chunks)
+            return
+        self.start_stream("text/event-stream")
+        at = fault_position(len(chunks))
+        for n, chunk in enumerate(chunks):
+            if fault is not None and n == at and self._stream_fault(fault, done=True):
+                return
+            self._event(chunk)
+        self._event("[DONE]")
+        self.end_stream()
+
+    def _event(self, data: Any) -> None:
+        payload = data.encode() if isinstance(data, str) else orjson.dumps(data)
+        self.write_chunk(b"data: " + payload + b"\n\n")
+
+    def _stream_fault(self, fault: Fault, *, done: bool) -> bool:
+        """Break the stream as ``fault`` says; True when the response is over."""
+        if fault.kind == "drop":
+            self.drop()
+            return True
+        if fault.kind == "error_line":
+            status = fault.status or 500
+            self._event(
+                {"error": {"message": fault.message or STATUS_MESSAGES[500], "code": status}}
+            )
+            if done:
+                self._event("[DONE]")
+            self.end_stream()
+            return True
+        if fault.kind == "malformed":
+            self.write_chunk(b'data: {"choices": [{"delta": {"content": \n\n')
+        return False
+
+    def _chat_chunks(self, body: dict[str, Any], reply: Reply, prompt: str) -> list[dict[str, Any]]:
+        fake = self.fake
+        stops = body.get("stop") or []
+        stops = [stops] if isinstance(stops, str) else stops
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        content, cut_reason = cut(reply.content, stops, limit)
+        kwargs = body.get("chat_template_kwargs") or {}
+        thinking = reply.thinking if kwargs.get("enable_thinking") is not False else ""
+        want_logprobs = bool(body.get("logprobs")) and reply.logprobs
+        top = int(body.get("top_logprobs") or 0)
+        with_ids = fake.flavor == "vllm" and bool(body.get("return_token_ids"))
+        as_text = fake.token_ids_as_text or bool(body.get("return_tokens_as_token_ids"))
+        base = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "model": body.get("model"),
+        }
+        first: dict[str, Any] = {
+            **base,
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+        }
+        if with_ids:
+            first["prompt_token_ids"] = fake.vocab.encode(prompt)
+        chunks = [first]
+        pieces = [(REASONING_FIELD[fake.flavor], t) for t in tokenize(thinking)]
+        pieces += [("content", t) for t in tokenize(content)]
+        for i, (field, token) in enumerate(pieces):
+            token_id = fake.vocab.id(token)
+            choice: dict[str, Any] = {"index": 0, "delta": {field: token}, "finish_reason": None}
+            if want_logprobs:
+                entry = logprob_entry(token, i, top)
+                if fake.flavor == "llamacpp":
+                    entry["id"] = token_id
+                if as_text:
+                    entry["token"] = f"token_id:{token_id}"
+                    for alt in entry.get("top_logprobs", []):
+                        alt["token"] = f"token_id:{fake.vocab.id(alt['token'])}"
+                        alt["bytes"] = list(alt["token"].encode())
+                choice["logprobs"] = {"content": [entry]}
+            if with_ids:
+                choice["token_ids"] = [token_id]
+            chunks.append({**base, "choices": [choice]})
+        calls = reply.tool_calls or []
+        for index, call in enumerate(calls):
+            function = call["function"]
+            if not isinstance(function, dict):  # a broken call, passed on as it is
+                fragment = {"index": index, "function": function}
+                chunks.append(
+                    {**base, "choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}
+                )
+                continue
+            arguments = orjson.dumps(function.get("arguments") or {}).decode()
+            head = {"index": index, "id": f"call_{index}", "type": "function"}
+            head["function"] = {"name": function["name"], "arguments": ""}
+            chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [head]}}]})
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                fragment = {"index": index, "function": {"arguments": piece}}
+                chunks.append(
+                    {**base, "choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}
+                )
+        finish = cut_reason or reply.done_reason or ("tool_calls" if calls else "stop")
+        chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage") or not body.get("stream"):
+            usage = {"prompt_tokens": len(tokenize(prompt)), "completion_tokens": len(pieces)}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            last: dict[str, Any] = {**base, "choices": [], "usage": usage}
+            if fake.flavor == "llamacpp":
+                last["timings"] = {"prompt_ms": 2.0, "predicted_ms": 20.0 * len(pieces)}
+            chunks.append(last)
+        return chunks
+
+    def _send_whole(self, chunks: list[dict[str, Any]]) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": ""}
+        finish = None
+        for chunk in chunks:
+            for choice in chunk["choices"]:
+                for key, value in choice["delta"].items():
+                    if key in ("content", "reasoning", "reasoning_content"):
+                        message[key] = message.get(key, "") + value
+                finish = choice.get("finish_reason") or finish
+        whole = {**chunks[-1], "object": "chat.completion"}
+        whole["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
+        self.send_json(200, whole)
+
+    # ------------------------------------------------------------ llama.cpp's /completion
+
+    def _completion(self, body: dict[str, Any]) -> None:
+        fake = self.fake
+        ids = body.get("prompt")
+        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+            self._error(400, "this stand-in takes the prompt as token ids")
+            return
+        prompt = fake.vocab.decode(ids)
+        answered = self._fault_or_reply(self.path, {**body, "prompt": prompt}, None)
+        if answered is None:
+            return
+        reply, fault = answered
+        fake.prompts.append(prompt)
+        chunks = self._completion_chunks(body, reply, ids)
+        self.start_stream("text/event-stream")
+        at = fault_position(len(chunks))
+        for n, chunk in enumerate(chunks):
+            if fault is not None and n == at and self._stream_fault(fault, done=False):
+                return
+            self._event(chunk)
+        self.end_stream()
+
+    def _completion_chunks(
+        self, body: dict[str, Any], reply: Reply, prompt_ids: list[int]
+    ) -> list[dict[str, Any]]:
+        """Every sampled token, the one holding a stop string included (without its
+        probabilities, as llama.cpp), or the end-of-turn token when the reply ends."""
+        fake = self.fake
+        stops = [x for x in body.get("stop") or [] if x]
+        text, reason = cut(reply.content, stops, body.get("n_predict"))
+        tokens = tokenize(reply.content)
+        matched = ""
+        if reason == "stop":
+            matched = next(x for x in stops if reply.content.find(x) == len(text))
+            sampled, covered = [], 0
+            while covered < len(text) + len(matched):
+                sampled.append(tokens[len(sampled)])
+                covered += len(sampled[-1])
+        elif reason == "length":
+            sampled = tokens[: len(tokenize(text))]
+        else:
+            sampled = [*tokens, END_OF_TURN]
+        n_probs = int(body.get("n_probs") or 0)
+        chunks: list[dict[str, Any]] = []
+        start = 0
+        for i, token in enumerate(sampled):
+            token_id = fake.vocab.encode(token)[0]
+            piece = "" if token == END_OF_TURN else text[start : start + len(token)]
+            holds_stop = reason == "stop" and start + len(token) > len(text)
+            start += len(token)
+            chunk: dict[str, Any] = {"index": 0, "content": piece, "tokens": [token_id]}
+            chunk["stop"] = False
+            if n_probs and reply.logprobs and not holds_stop:
+                entry = logprob_entry("" if token == END_OF_TURN else token, i, n_probs)
+                entry["id"] = token_id
+                for alt in entry.get("top_logprobs", []):
+                    alt["id"] = fake.vocab.id(alt["token"])
+                chunk["completion_probabilities"] = [entry]
+            chunks.append(chunk)
+        final = {"index": 0, "content": "", "tokens": [], "stop": True}
+        final["stop_type"] = {"stop": "word", "length": "limit"}.get(reason or "", "eos")
+        final["stopping_word"] = matched
+        final["tokens_predicted"] = len(sampled)
+        final["tokens_evaluated"] = len(prompt_ids)
+        final["timings"] = {"prompt_ms": 2.0, "predicted_ms": 20.0 * len(sampled)}
+        return [*chunks, final]
+
+
+class FakeOpenAI(FakeModel):
+    """An OpenAI-compatible server of one ``flavor``; see the module docstring.
+
+    ``token_ids_as_text`` is vLLM's ``--return-tokens-as-token-ids``. ``api_key``, when set,
+    is required as a bearer token on every request.
+    """
+
+    handler = _Handler
+
+    def __init__(
+        self,
+        flavor: str = "vllm",
+        models: dict[str, list[str]] | None = None,
+        parallel: int | None = None,
+        latency_s: float = 0.0,
+        *,
+        token_ids_as_text: bool = False,
+        api_key: str | None = None,
+    ) -> None:
+        if flavor not in FLAVORS:
+            raise ValueError(f"unknown flavor {flavor!r}; known: {', '.join(FLAVORS)}")
+        super().__init__(models, parallel, latency_s)
+        self.flavor = flavor
+        self.token_ids_as_text = token_ids_as_text
+        self.api_key = api_key
+
+    def start(self) -> FakeOpenAI:
+        super().start()
+        return self
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    @property
+    def api(self) -> str:
+        """The URL users give as ``--host``: the server's ``/v1``."""
+        return f"{self.url}/v1"
+
+    def single_model(self) -> bool:
+        """llama.cpp and SGLang serve one model whatever name a request gives."""
+        return self.flavor in ("llamacpp", "sglang")
