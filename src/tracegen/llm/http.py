@@ -112,9 +112,7 @@ class HttpBackend:
 
     def __repr__(self) -> str:
         key = "set" if self._has_key else "none"
-        return (
-            f"{type(self).__name__}(host={self.host!r}, model={self.model!r}, api_key={key})"
-        )
+        return f"{type(self).__name__}(host={self.host!r}, model={self.model!r}, api_key={key})"
 
     async def __aenter__(self) -> HttpBackend:
         return self
@@ -221,9 +219,7 @@ class HttpBackend:
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise ProtocolError(
-                f"{self.host} sent a malformed {what}: {clip(raw)!r}"
-            ) from None
+            raise ProtocolError(f"{self.host} sent a malformed {what}: {clip(raw)!r}") from None
         if not isinstance(data, dict):
             raise ProtocolError(f"{self.host} sent a {what} that is not a JSON object")
         return data
