@@ -24,7 +24,6 @@ import msgspec
 import orjson
 
 from tracegen.errors import ConfigError, InputFileError, JsonlError, OutputError
-from tracegen.schema import TRACE_SCHEMA
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -184,22 +183,6 @@ def iter_raw_lines_at(
 def too_long(size: int, cap: int) -> str:
     """Why a line of ``size`` bytes was not read."""
     return f"line of {_size(size)} exceeds the {_size(cap)} cap ({MAX_LINE_ENV})"
-
-
-def decode_trace(decoder: msgspec.json.Decoder[S], raw: bytes, path: Path, lineno: int) -> S:
-    """One trace line decoded by ``decoder`` (a struct with a ``schema`` field);
-    `JsonlError` naming ``FILE:LINE`` when it is not JSON or not a trace."""
-    try:
-        record: Any = decoder.decode(raw)
-    except msgspec.ValidationError as e:
-        raise JsonlError(f"{path}:{lineno}: not a trace: {e}") from None
-    except msgspec.DecodeError as e:
-        raise JsonlError(f"{path}:{lineno}: not valid JSON ({e})") from None
-    if record.schema != TRACE_SCHEMA:
-        raise JsonlError(
-            f"{path}:{lineno}: not a {TRACE_SCHEMA} record (schema: {record.schema!r})"
-        )
-    return cast(S, record)
 
 
 def iter_records(

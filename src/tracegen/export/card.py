@@ -19,8 +19,9 @@ import orjson
 import yaml
 
 from tracegen import __version__
+from tracegen.export.lines import decode_trace
 from tracegen.export.sidecar import read_steps
-from tracegen.jsonl import decode_trace, iter_raw_lines_at
+from tracegen.jsonl import iter_raw_lines_at
 from tracegen.problems.loader import shipped_sets
 
 CARD = "README.md"

@@ -26,7 +26,8 @@ import orjson
 
 from tracegen.errors import ConfigError, InputFileError, MissingExtraError
 from tracegen.export.curate import check_paths, optional_jsonl, step, writing
-from tracegen.jsonl import decode_trace, iter_raw_lines_at
+from tracegen.export.lines import decode_trace
+from tracegen.jsonl import iter_raw_lines_at
 from tracegen.problems import load_problems
 from tracegen.problems.hub import HUB_DATASETS
 from tracegen.problems.loader import shipped_sets

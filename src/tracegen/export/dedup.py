@@ -28,8 +28,9 @@ import orjson
 
 from tracegen.errors import ConfigError, InputFileError
 from tracegen.export.curate import check_paths, optional_jsonl, step, writing
+from tracegen.export.lines import decode_trace
 from tracegen.export.minhash import Index, signature, similarity
-from tracegen.jsonl import decode_trace, iter_raw_lines_at
+from tracegen.jsonl import iter_raw_lines_at
 
 By = Literal["code", "text"]
 BY: tuple[By, ...] = ("code", "text")
