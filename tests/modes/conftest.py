@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.fake_ollama import FakeOllama, Reply
+from tests.support.in_process import InProcessTransport
 from tracegen.config import GenerationSettings
 from tracegen.data.prompts import load_prompt
 from tracegen.episode.spec import EpisodeSpec
@@ -87,8 +88,14 @@ async def sandbox() -> AsyncIterator[Sandbox]:
 
 @pytest.fixture
 async def backend(fake_ollama: FakeOllama) -> AsyncIterator[OllamaBackend]:
+    """Ollama's wire code against the scripted server's handler, in process: no socket."""
     async with OllamaBackend(
-        fake_ollama.url, "test-model", max_attempts=2, retry_initial_s=0.01, retry_max_s=0.02
+        fake_ollama.url,
+        "test-model",
+        max_attempts=2,
+        retry_initial_s=0.01,
+        retry_max_s=0.02,
+        transport=InProcessTransport(fake_ollama),
     ) as client:
         yield client
 

@@ -15,6 +15,7 @@ from typing import Any
 from tests.fake_ollama import FakeOllama
 from tests.support.fake_model import FakeModel
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.in_process import InProcessTransport
 from tracegen.llm.base import HostBackend
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.openai import OpenAIBackend
@@ -41,6 +42,15 @@ def _ollama(**options: Any) -> tuple[FakeModel, Callable[[FakeModel], HostBacken
     return FakeOllama(), lambda m: OllamaBackend(m.url, "test-model", **options)
 
 
+def _ollama_in_process(
+    **options: Any,
+) -> tuple[FakeModel, Callable[[FakeModel], HostBackend]]:
+    """Ollama's wire code against the stand-in's handler, called in process (no socket)."""
+    return FakeOllama(), lambda m: OllamaBackend(
+        "http://in-process", "test-model", transport=InProcessTransport(m), **options
+    )
+
+
 def _openai(flavor: str) -> Callable[..., tuple[FakeModel, Callable[[FakeModel], HostBackend]]]:
     def make(**options: Any) -> tuple[FakeModel, Callable[[FakeModel], HostBackend]]:
         return FakeOpenAI(flavor), lambda m: OpenAIBackend(f"{m.url}/v1", "test-model", **options)
@@ -50,6 +60,7 @@ def _openai(flavor: str) -> Callable[..., tuple[FakeModel, Callable[[FakeModel],
 
 BACKENDS: dict[str, Callable[..., tuple[FakeModel, Callable[[FakeModel], HostBackend]]]] = {
     "ollama": _ollama,
+    "ollama-in-process": _ollama_in_process,
     "vllm": _openai("vllm"),
     "sglang": _openai("sglang"),
     "llamacpp": _openai("llamacpp"),

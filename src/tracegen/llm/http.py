@@ -89,7 +89,10 @@ class HttpBackend:
         max_connections: int = 32,
         on_retry: RetryListener | None = None,
         server: ServerInfo | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """``transport`` replaces the network (httpx's), for example to serve tests in
+        process."""
         url = host.rstrip("/")
         self.host = redact_url(url)
         """The host as messages, logs and traces show it: credentials in the URL hidden."""
@@ -107,6 +110,7 @@ class HttpBackend:
         self._client = httpx.AsyncClient(
             base_url=url,
             headers=headers,
+            transport=transport,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
