@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
@@ -367,7 +367,7 @@ def _cores() -> int:
 
 def _parts(
     jobs: list[tuple[Path, tuple[int, int | None]]], by: str | None, strict: bool, workers: int
-) -> Iterator[_Part]:
+) -> Generator[_Part, None, None]:
     """The counts of each span, in order: here, or on ``workers`` processes."""
     if workers <= 1 or len(jobs) <= 1:
         for path, span in jobs:
