@@ -71,7 +71,7 @@ class RunSettings(GenerationSettings):
     only_success: bool = False
     only_ideal: bool = False
     overwrite: bool = False
-    sandbox: Literal["auto", "bwrap", "rlimit"] = "auto"
+    sandbox: Literal["auto", "bwrap", "builtin", "rlimit"] = "auto"
     require_logprobs: bool = False
     request_timeout_s: float = Field(default=600.0, gt=0, description="per model request")
     max_attempts: int = Field(default=5, ge=1, description="tries per model request")

@@ -183,7 +183,7 @@ def verify_command(
 ) -> None:
     """Verify every solution of ``solutions``; failing solutions are results, not errors."""
     if sandbox not in get_args(IsolationChoice):
-        raise ConfigError(f"--sandbox must be auto, bwrap or rlimit, not {sandbox!r}")
+        raise ConfigError(f"--sandbox must be auto, bwrap, builtin or rlimit, not {sandbox!r}")
     by_id = {p.id: p for p in load_problems(problems)}
     todo = read_solutions(solutions, by_id, problems)
     stdout, stderr = Console(), Console(stderr=True)

@@ -162,11 +162,43 @@ def test_forcing_bwrap_where_it_is_missing_is_an_error(monkeypatch: pytest.Monke
     try:
         with pytest.raises(SandboxError, match="bwrap"):
             Sandbox("bwrap")
+    finally:
+        isolation._bwrap_problem.cache_clear()
+
+
+def test_auto_uses_the_builtin_isolation_where_bubblewrap_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    isolation._bwrap_problem.cache_clear()
+    try:
         info = detect_isolation("auto")
-        assert info.name == "rlimit" and "not installed" in (info.warning or "")
+    finally:
+        isolation._bwrap_problem.cache_clear()
+    assert (info.name, info.warning) == ("builtin", None)
+    assert info.network_isolated and info.filesystem_isolated
+    assert "namespace" in info.detail and "(no network)" in info.detail
+    assert "landlock ABI" in info.detail
+
+
+def test_no_isolation_at_all_is_refused_unless_rlimit_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    nothing = isolation.BuiltinLayers(problems=["no user+network namespace", "no Landlock"])
+    monkeypatch.setattr(isolation, "builtin_layers", lambda: nothing)
+    isolation._bwrap_problem.cache_clear()
+    try:
+        for choice in ("auto", "builtin"):
+            with pytest.raises(SandboxError, match="apt-get install bubblewrap") as refused:
+                Sandbox(choice)
+            assert "\n" not in str(refused.value) and "--sandbox rlimit" in str(refused.value)
+        assert Sandbox("rlimit").isolation == "rlimit"
     finally:
         isolation._bwrap_problem.cache_clear()
 
 
 def test_rlimit_mode_says_it_has_no_network_isolation() -> None:
-    assert "no network" in detect_isolation("rlimit").detail
+    info = detect_isolation("rlimit")
+    assert "no network" in info.detail
+    assert not info.network_isolated and not info.filesystem_isolated
