@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import io
 import json
 import os
 import re
@@ -152,13 +153,13 @@ def run_tracegen(
 
 
 def extract(revision: str, into: Path) -> Path:
-    """``src/`` of ``revision`` of this repository, written under ``into``."""
+    """``src/`` (and the data it finds beside it) of ``revision``, written under ``into``."""
     archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", revision, "src"],
+        ["git", "-C", str(REPO), "archive", "--format=tar", revision, "src", "problems", "prompts"],
         capture_output=True,
         check=True,
     ).stdout
-    with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into / "src"
 

@@ -89,7 +89,7 @@ def _flush_std() -> None:
 
 def _take_payload() -> dict[str, Any]:
     """The request on stdin, which is then replaced by ``/dev/null``."""
-    payload: dict[str, Any] = json.loads(_read_all(0))
+    payload: dict[str, Any] = _wire.parse(_read_all(0))
     os.close(0)
     os.open(os.devnull, os.O_RDONLY)
     return payload

@@ -150,6 +150,15 @@ def dumps(message: Any) -> bytes:
     return "".join(_ENCODE(message, 0)).encode() + b"\n"
 
 
+def parse(document: bytes) -> Any:
+    """A whole JSON document (UTF-8), parsed by the C scanner alone."""
+    text = document.decode()
+    value, end = _SCAN(text, 0)
+    if text[end:].strip():
+        raise ValueError("trailing data after the JSON value")
+    return value
+
+
 def loads(line: bytes) -> Any:
     """The message of one line; `Garbled` if it is not JSON or is too long."""
     if len(line) > MESSAGE_LIMIT or not line.endswith(b"\n"):

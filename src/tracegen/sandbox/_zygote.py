@@ -26,15 +26,16 @@ import gc
 import hmac
 import importlib
 import importlib.machinery
-import json
 import os
 import resource
-import selectors
+import select
 import shutil
 import signal
 import socket
+import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tracegen.sandbox import _confine, _harness
@@ -65,6 +66,8 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _MB = 1024 * 1024
+_FD = struct.Struct("i")
+_FDS4 = struct.Struct("4i")
 _SIGCHLD = int(signal.SIGCHLD)
 _signal = importlib.import_module("_signal")  # `signal.signal` without its enum wrapping
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -214,7 +217,6 @@ class _Run:
         "judge_state",
         "killed",
         "pid",
-        "pidfd",
         "status",
         "uid",
         "workdir",
@@ -222,7 +224,7 @@ class _Run:
 
     def __init__(self, run_id: int, uid: int, workdir: str) -> None:
         self.id, self.uid, self.workdir = run_id, uid, workdir
-        self.pid = self.pidfd = -1
+        self.pid = -1
         self.status: int | None = None
         self.cpu_s = 0.0
         self.killed = False
@@ -231,22 +233,28 @@ class _Run:
 
 
 class _Judge:
-    __slots__ = ("pid", "pidfd", "run", "served", "sock", "workdir")
+    __slots__ = ("pid", "run", "served", "sock", "workdir")
 
-    def __init__(self, pid: int, pidfd: int, sock: socket.socket, workdir: str) -> None:
-        self.pid, self.pidfd, self.sock, self.workdir = pid, pidfd, sock, workdir
+    def __init__(self, pid: int, sock: socket.socket, workdir: str) -> None:
+        self.pid, self.sock, self.workdir = pid, sock, workdir
         self.run: _Run | None = None
         self.served = 0
 
 
 class Zygote:
-    """Forks one child per request and reports each once nothing of it is left."""
+    """Forks one child per request and reports each once nothing of it is left.
+
+    Its loop is lean on purpose: after every fork each page of the zygote it writes to is
+    copied (or at least faulted), so requests and reports are short text messages, not
+    JSON, and the loop polls epoll directly and learns of exits from SIGCHLD.
+    """
 
     def __init__(self, sock: socket.socket, config: dict[str, Any]) -> None:
         self.sock = sock
         self.drop = bool(config["drop"])
         self.judge_uid = int(config["judge_uid"]) if self.drop else -1
         self.workbase = config["workbase"]
+        self.limits: dict[str, int] = config["limits"]
         os.environ.clear()
         os.environ.update(config["env"])
         self.prefix_fd = -1
@@ -268,9 +276,11 @@ class Zygote:
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_w)
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(sock, selectors.EVENT_READ, ("request",))
-        self.sel.register(self.wake_r, selectors.EVENT_READ, ("wake",))
+        self.epoll = select.epoll()
+        self.handlers: dict[int, Callable[[], None]] = {}
+        self._watch(sock.fileno(), self._on_request)
+        self._watch(self.wake_r, self._on_wake)
+        self.ancillary = socket.CMSG_SPACE(8 * _FD.size)
         self.runs: dict[int, _Run] = {}
         self.by_pid: dict[int, _Run] = {}
         self.judges: dict[int, _Judge] = {}
@@ -280,14 +290,25 @@ class Zygote:
         self.emptying: dict[int, int] = {}
         self.deadline: float | None = None
 
+    def _watch(self, fd: int, handler: Callable[[], None]) -> None:
+        self.epoll.register(fd, select.EPOLLIN)
+        self.handlers[fd] = handler
+
+    def _unwatch(self, fd: int) -> None:
+        if self.handlers.pop(fd, None) is not None:
+            self.epoll.unregister(fd)
+
     def serve(self) -> None:
         """Until tracegen hangs up and every execution is over and cleaned up."""
-        self.sock.send(b'{"ready": true}')
+        self.sock.send(b"ready")
+        poll, handlers = self.epoll.poll, self.handlers
         while self.runs or not self.closing:
-            timeout = None if self.deadline is None else self.deadline - time.monotonic()
-            for key, _ in self.sel.select(None if timeout is None else max(timeout, 0)):
-                self._dispatch(key.data)
-            self._reap_orphans()
+            timeout = -1.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0)
+            for fd, _ in poll(timeout):
+                handler = handlers.get(fd)
+                if handler is not None:
+                    handler()
+            self._reap()
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.deadline = None
                 if self.prober is not None:
@@ -295,26 +316,12 @@ class Zygote:
         for judge in list(self.judges.values()):
             self._drop_judge(judge)
 
-    def _dispatch(self, event: tuple[Any, ...]) -> None:
-        kind = event[0]
-        if kind == "request":
-            if not self._on_request():
-                self._close()
-        elif kind == "wake":
-            with contextlib.suppress(OSError):
-                os.read(self.wake_r, 4096)
-        elif kind == "child" and event[1] in self.by_pid:
-            self._on_exit(self.by_pid[event[1]])
-        elif kind == "judge" and event[1] in self.judges:
-            self._on_judge_message(self.judges[event[1]])
-        elif kind == "judge-exit" and event[1] in self.judges:
-            self._on_judge_exit(self.judges[event[1]])
-        elif self.prober is not None and event == ("prober", self.prober["pid"]):
-            self._on_prober_answer()
-        elif self.prober is not None and event == ("prober-exit", self.prober["pid"]):
-            self._on_prober_exit()
+    def _on_wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.read(self.wake_r, 4096)
 
-    def _reap_orphans(self) -> None:
+    def _reap(self) -> None:
+        """Handle every child that has ended (SIGCHLD woke us), without reaping it yet."""
         if self.prober is not None:
             # Stopped by a process of the uid it was emptying: replace it now.
             with contextlib.suppress(ChildProcessError):
@@ -327,34 +334,40 @@ class Zygote:
                 return
             if info is None:
                 return
-            if info.si_pid in self.by_pid:
-                self._on_exit(self.by_pid[info.si_pid])
-            elif info.si_pid in self.judges:
-                self._on_judge_exit(self.judges[info.si_pid])
-            elif self.prober is not None and info.si_pid == self.prober["pid"]:
+            pid = info.si_pid
+            if pid in self.by_pid:
+                self._on_exit(self.by_pid[pid])
+            elif pid in self.judges:
+                self._on_judge_exit(self.judges[pid])
+            elif self.prober is not None and pid == self.prober["pid"]:
                 self._on_prober_exit()
             else:
-                os.waitpid(info.si_pid, 0)
+                os.waitpid(pid, 0)
 
-    def _on_request(self) -> bool:
+    def _on_request(self) -> None:
+        """``run ID UID MODE`` with the execution's pipes, or ``kill ID``."""
         try:
-            data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 8)
+            data, ancillary, _, _ = self.sock.recvmsg(256, self.ancillary)
         except OSError:
-            return False
-        if not data:
-            return False
-        msg = json.loads(data)
-        if msg["op"] == "kill":
-            run = self.runs.get(msg["id"])
+            data, ancillary = b"", []
+        fds: list[int] = []
+        for _, _, payload in ancillary:
+            fds += memoryview(payload)[: len(payload) - len(payload) % _FD.size].cast("i")
+        words = data.split()
+        if not words:
+            for fd in fds:
+                os.close(fd)
+            self._close()
+        elif words[0] == b"kill":
+            run = self.runs.get(int(words[1]))
             if run is not None:
                 self._kill(run)
-            return True
-        self._start(msg, fds)
-        return True
+        else:
+            self._start(int(words[1]), int(words[2]), words[3] == b"tests", fds)
 
     def _close(self) -> None:
         self.closing = True
-        self.sel.unregister(self.sock)
+        self._unwatch(self.sock.fileno())
         for run in self.runs.values():
             self._kill(run)
 
@@ -368,55 +381,51 @@ class Zygote:
 
     # ---------------------------------------------------------------- starting children
 
-    def _start(self, msg: dict[str, Any], fds: list[int]) -> None:
-        run = _Run(msg["id"], msg["uid"], os.path.join(self.workbase, f"run-{msg['id']}"))
+    def _start(self, run_id: int, uid: int, tests: bool, fds: list[int]) -> None:
+        run = _Run(run_id, uid, f"{self.workbase}/run-{run_id}")
         os.mkdir(run.workdir, 0o700)
         if self.drop:
-            os.chown(run.workdir, run.uid, run.uid)
-        limits = msg["limits"]
-        if msg["mode"] == "tests":
+            os.chown(run.workdir, uid, uid)
+        if tests:
             # fds: candidate's stdin, stdout, stderr; judge's tests, report.
             calls_r, calls_w = os.pipe2(os.O_CLOEXEC)
             answers_r, answers_w = os.pipe2(os.O_CLOEXEC)
             child_fds = [fds[0], fds[1], fds[2], answers_w, calls_r]
             judge_fds = [fds[3], fds[4], calls_w, answers_r]
-            run.judge = self._take_judge(limits)
+            run.judge = self._take_judge()
             role = _harness.serve_candidate
         else:
             child_fds, judge_fds, role = fds, [], _harness.script
-        run.pid = self._fork(child_fds, run.uid, run.workdir, limits, role)
+        run.pid = self._fork(child_fds, uid, run.workdir, role)
         for fd in child_fds:
             os.close(fd)
-        run.pidfd = os.pidfd_open(run.pid)
-        self.runs[run.id] = run
+        self.runs[run_id] = run
         self.by_pid[run.pid] = run
-        self.sel.register(run.pidfd, selectors.EVENT_READ, ("child", run.pid))
         if run.judge is not None:
             run.judge_state = "busy"
             run.judge.run = run
             try:
-                socket.send_fds(run.judge.sock, [str(run.id).encode()], judge_fds)
+                run.judge.sock.sendmsg(
+                    [b"%d" % run_id],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _FDS4.pack(*judge_fds))],
+                )
             except OSError:
                 self._on_judge_exit(run.judge)
             for fd in judge_fds:
                 os.close(fd)
 
-    def _fork(
-        self, fds: list[int], uid: int, workdir: str, limits: dict[str, int], role: Any
-    ) -> int:
+    def _fork(self, fds: list[int], uid: int, workdir: str, role: Any) -> int:
         pid = os.fork()
         if pid == 0:
             code = 70
             try:
-                self._child(fds, uid, workdir, limits, judge=False)
+                self._child(fds, uid, workdir, judge=False)
                 code = role()
             finally:
                 os._exit(code)
         return pid
 
-    def _child(
-        self, fds: list[int], uid: int, workdir: str, limits: dict[str, int], *, judge: bool
-    ) -> None:
+    def _child(self, fds: list[int], uid: int, workdir: str, *, judge: bool) -> None:
         # Everything a child runs before the generated code is a system call or close to one:
         # each page of the zygote it touches costs a copy (measured: ~5 us per page here).
         os.setsid()
@@ -425,7 +434,7 @@ class Zygote:
         keep = sorted({*range(len(fds)), *self.keep})
         for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
             os.closerange(low + 1, high)
-        mb = _MB
+        mb, limits = _MB, self.limits
         rlimits = [
             (resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
             (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
@@ -470,7 +479,7 @@ class Zygote:
 
     # ---------------------------------------------------------------- judges
 
-    def _take_judge(self, limits: dict[str, int]) -> _Judge:
+    def _take_judge(self) -> _Judge:
         if self.idle:
             return self.idle.pop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -483,17 +492,16 @@ class Zygote:
             code = 70
             try:
                 self._child([self.devnull, self.devnull, self.devnull, theirs.fileno()],
-                            self.judge_uid, workdir, limits, judge=True)  # fmt: skip
+                            self.judge_uid, workdir, judge=True)  # fmt: skip
                 _serve_judge(socket.socket(fileno=3))
                 code = 0
             finally:
                 os._exit(code)
         theirs.close()
         ours.setblocking(False)
-        judge = _Judge(pid, os.pidfd_open(pid), ours, workdir)
+        judge = _Judge(pid, ours, workdir)
         self.judges[pid] = judge
-        self.sel.register(ours, selectors.EVENT_READ, ("judge", pid))
-        self.sel.register(judge.pidfd, selectors.EVENT_READ, ("judge-exit", pid))
+        self._watch(ours.fileno(), lambda: self._on_judge_message(judge))
         return judge
 
     def _on_judge_message(self, judge: _Judge) -> None:
@@ -544,11 +552,8 @@ class Zygote:
             os.kill(judge.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(judge.pid, 0)
-        for fileobj in (judge.sock, judge.pidfd):
-            with contextlib.suppress(KeyError, ValueError):
-                self.sel.unregister(fileobj)
+        self._unwatch(judge.sock.fileno())
         judge.sock.close()
-        os.close(judge.pidfd)
         shutil.rmtree(judge.workdir, ignore_errors=True)
 
     # ---------------------------------------------------------------- ending executions
@@ -556,8 +561,6 @@ class Zygote:
     def _on_exit(self, run: _Run) -> None:
         _, status, usage = os.wait4(run.pid, 0)
         del self.by_pid[run.pid]
-        self.sel.unregister(run.pidfd)
-        os.close(run.pidfd)
         run.status = status
         run.cpu_s = usage.ru_utime + usage.ru_stime
         if run.judge is None or run.judge_state != "busy":
@@ -591,10 +594,8 @@ class Zygote:
                 os._exit(0)
         theirs.close()
         ours.setblocking(False)
-        pidfd = os.pidfd_open(pid)
-        self.prober = {"pid": pid, "sock": ours, "pidfd": pidfd}
-        self.sel.register(ours, selectors.EVENT_READ, ("prober", pid))
-        self.sel.register(pidfd, selectors.EVENT_READ, ("prober-exit", pid))
+        self.prober = {"pid": pid, "sock": ours}
+        self._watch(ours.fileno(), self._on_prober_answer)
 
     def _on_prober_answer(self) -> None:
         assert self.prober is not None
@@ -620,10 +621,8 @@ class Zygote:
         _, status = os.waitpid(prober["pid"], 0)
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _PROBER_PRIVILEGED:
             raise SystemExit("the prober keeps its capabilities under an unprivileged uid")
-        for key in ("sock", "pidfd"):
-            self.sel.unregister(prober[key])
+        self._unwatch(prober["sock"].fileno())
         prober["sock"].close()
-        os.close(prober["pidfd"])
         self.deadline = None
         for uid in self.emptying:
             self._ask_prober(uid)
@@ -636,16 +635,17 @@ class Zygote:
             shutil.rmtree(run.workdir, ignore_errors=True)
         status = run.status
         assert status is not None
-        done = {
-            "id": run_id,
-            "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            "cpu_s": run.cpu_s,
-            "killed": run.killed,
-            "judge": run.judge_state,
-        }
+        exited, code = os.WIFEXITED(status), os.WEXITSTATUS(status)
+        done = "done %d %s %s %.6f %d %s" % (  # noqa: UP031 (plain C formatting: see the class)
+            run_id,
+            code if exited else "-",
+            "-" if exited else os.WTERMSIG(status),
+            run.cpu_s,
+            run.killed,
+            run.judge_state or "-",
+        )
         with contextlib.suppress(OSError):
-            self.sock.send(json.dumps(done).encode())
+            self.sock.send(done.encode())
 
 
 def _serve_judge(sock: socket.socket) -> None:

@@ -13,8 +13,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -98,7 +99,7 @@ class _Capture:
 
     fd: int
     limit: int
-    overflow: asyncio.Event
+    on_overflow: Callable[[], None] | None = None
     data: bytearray = field(default_factory=bytearray)
     truncated: bool = False
     eof: asyncio.Future[None] | None = None
@@ -121,7 +122,8 @@ class _Capture:
         room = self.limit - len(self.data)
         if len(chunk) > room:
             self.truncated = True
-            self.overflow.set()
+            if self.on_overflow is not None:
+                self.on_overflow()
         self.data += chunk[: max(room, 0)]
 
     def close(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -131,14 +133,32 @@ class _Capture:
             self.eof.set_result(None)
 
 
-class _Zygote:
-    """The warm interpreter that forks every execution (see `tracegen.sandbox._harness`)."""
+class _Done(NamedTuple):
+    """The zygote's report that an execution is over and cleaned up."""
 
-    def __init__(self, isolation: IsolationName, root: bool) -> None:
+    exit: int | None
+    signal: int | None
+    cpu_s: float
+    killed: bool  # its process was still running when its judge was done with it
+    judge: Literal["done", "died"] | None
+
+    @classmethod
+    def parse(cls, words: list[bytes]) -> _Done:
+        """``done ID EXIT SIGNAL CPU KILLED JUDGE``, ``-`` for none."""
+        number = [None if w == b"-" else int(w) for w in words[2:4]]
+        judge = None if words[6] == b"-" else cast(Literal["done", "died"], words[6].decode())
+        return cls(number[0], number[1], float(words[4]), words[5] == b"1", judge)
+
+
+class _Zygote:
+    """The warm interpreter that forks every execution (see `tracegen.sandbox._zygote`)."""
+
+    def __init__(self, isolation: IsolationName, root: bool, limits: dict[str, int]) -> None:
         self.isolation = isolation
         self.root = root
+        self.limits = limits
         self.alive = False
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: dict[int, asyncio.Future[_Done]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._stderr: IO[bytes] | None = None
@@ -155,6 +175,7 @@ class _Zygote:
             "fd": theirs.fileno(),
             "drop": self.root,
             "judge_uid": judge_uid(),
+            "limits": self.limits,
             "workbase": workbase,
             "env": SAFE_ENV,
             "remap_prefix": self.isolation != "bwrap" and self.root and prefix_hidden_from_others(),
@@ -195,12 +216,12 @@ class _Zygote:
         lines = self._stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1] if lines else "no output"
 
-    def submit(self, run_id: int, request: dict[str, Any], fds: list[int]) -> asyncio.Future[Any]:
+    def submit(self, run_id: int, uid: int, mode: str, fds: list[int]) -> asyncio.Future[_Done]:
         if not self.alive or self._sock is None:
             raise _WorkerDied
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Done] = asyncio.get_running_loop().create_future()
         self._pending[run_id] = future
-        message = orjson.dumps({"op": "run", "id": run_id, **request})
+        message = f"run {run_id} {uid} {mode}".encode()
         try:
             socket.send_fds(self._sock, [message], fds)
         except OSError:
@@ -212,7 +233,7 @@ class _Zygote:
     def kill(self, run_id: int) -> None:
         if self.alive and self._sock is not None:
             with contextlib.suppress(OSError):
-                self._sock.send(orjson.dumps({"op": "kill", "id": run_id}))
+                self._sock.send(b"kill %d" % run_id)
 
     def _on_message(self) -> None:
         assert self._sock is not None
@@ -226,10 +247,10 @@ class _Zygote:
             if not data:
                 self._died()
                 return
-            done = orjson.loads(data)
-            future = self._pending.pop(done["id"], None)
+            words = data.split()
+            future = self._pending.pop(int(words[1]), None)
             if future is not None and not future.done():
-                future.set_result(done)
+                future.set_result(_Done.parse(words))
 
     def _died(self) -> None:
         if self._sock is not None and self.alive:
@@ -295,6 +316,9 @@ class Sandbox:
         if not self._root:
             # Candidates and judges of this and every other sandbox of the user count too.
             self._nproc += count_own_processes() + 2 * self.concurrency
+        self._limits = self.limits.model_dump(
+            include={"cpu_s", "memory_mb", "file_size_mb", "open_files"}
+        ) | {"processes": self._nproc}
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self._ids = itertools.count(1)
         self._zygote: _Zygote | None = None
@@ -346,7 +370,7 @@ class Sandbox:
                 if self._zygote is not None:
                     await self._zygote.close()
                     self._zygote = None
-                zygote = _Zygote(self.isolation, self._root)
+                zygote = _Zygote(self.isolation, self._root, self._limits)
                 await zygote.start()
                 self._zygote = zygote
             return self._zygote
@@ -387,24 +411,23 @@ class Sandbox:
         ins = [0, 3] if mode == "tests" else [0]
         child_fds = [pipes[i][0] if i in ins else pipes[i][1] for i in range(count)]
         ours = [pipes[i][1] if i in ins else pipes[i][0] for i in range(count)]
-        overflow = asyncio.Event()
+        raw = _Raw()
+        finished: asyncio.Future[None] = loop.create_future()
+
+        def finish(reason: Literal["timeout", "output-limit"] | None = None) -> None:
+            if not finished.done():
+                raw.killed_for = reason
+                finished.set_result(None)
+
         captures = [
-            _Capture(ours[1], limits.output_bytes, overflow),
-            _Capture(ours[2], limits.output_bytes, overflow),
-            _Capture(ours[-1], _REPORT_LIMIT, asyncio.Event()),
+            _Capture(ours[1], limits.output_bytes, lambda: finish("output-limit")),
+            _Capture(ours[2], limits.output_bytes, lambda: finish("output-limit")),
+            _Capture(ours[-1], _REPORT_LIMIT),
         ]
-        request = {
-            "mode": mode,
-            "uid": uid,
-            "limits": limits.model_dump(
-                include={"cpu_s", "memory_mb", "file_size_mb", "open_files"}
-            )
-            | {"processes": self._nproc},
-        }
         run_id = next(self._ids)
         started = time.perf_counter()
         try:
-            done_future = zygote.submit(run_id, request, child_fds)
+            done_future = zygote.submit(run_id, uid, mode, child_fds)
         except _WorkerDied:
             for fd in ours:
                 os.close(fd)
@@ -415,40 +438,36 @@ class Sandbox:
         for capture in captures:
             capture.start(loop)
         inputs = [reporter] if mode == "code" else [candidate or b"", reporter]
+        # Payloads that fit in the pipe are written at once; a task feeds the rest.
         writers = [
-            asyncio.ensure_future(_write_all(ours[i], data))
+            asyncio.ensure_future(_write_all(ours[i], rest))
             for i, data in zip(ins, inputs, strict=True)
+            if (rest := _write_now(ours[i], data))
         ]
-        raw = _Raw()
-        overflow_wait = asyncio.ensure_future(overflow.wait())
+        done_future.add_done_callback(lambda _: finish())
+        timer = loop.call_later(limits.timeout_s, finish, "timeout")
         try:
-            try:
-                async with asyncio.timeout(limits.timeout_s):
-                    await asyncio.wait({done_future, overflow_wait}, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                raw.killed_for = "timeout"
+            await finished
             if not done_future.done():
-                if raw.killed_for is None:
-                    raw.killed_for = "output-limit"
                 zygote.kill(run_id)
-            done = await asyncio.wait_for(done_future, _CLEANUP_TIMEOUT_S)
+                await asyncio.wait_for(done_future, _CLEANUP_TIMEOUT_S)
+            done = done_future.result()
             raw.duration_s = time.perf_counter() - started
-            await asyncio.wait_for(
-                asyncio.gather(*(c.eof for c in captures if c.eof)), _CLEANUP_TIMEOUT_S
-            )
+            if eofs := [c.eof for c in captures if c.eof is not None and not c.eof.done()]:
+                await asyncio.wait_for(asyncio.gather(*eofs), _CLEANUP_TIMEOUT_S)
         except TimeoutError:
             zygote.kill(run_id)
             raise _WorkerDied from None
         finally:
-            overflow_wait.cancel()
+            timer.cancel()
             for writer in writers:
                 writer.cancel()
             for capture in captures:
                 capture.close(loop)
-        raw.exit_code, raw.signal = done["exit"], done["signal"]
-        raw.cpu_limit_hit = done["cpu_s"] >= limits.cpu_s
-        raw.killed_by_cleanup = bool(done.get("killed")) and raw.killed_for is None
-        raw.judge = done.get("judge")
+        raw.exit_code, raw.signal = done.exit, done.signal
+        raw.cpu_limit_hit = done.cpu_s >= limits.cpu_s
+        raw.killed_by_cleanup = done.killed and raw.killed_for is None
+        raw.judge = done.judge
         out, err, report = captures
         raw.stdout, raw.stdout_truncated = bytes(out.data), out.truncated
         raw.stderr, raw.stderr_truncated = bytes(err.data), err.truncated
@@ -458,10 +477,24 @@ class Sandbox:
         return raw
 
 
-async def _write_all(fd: int, data: bytes) -> None:
-    """Feed the payload to the child's stdin without blocking the loop, then close it."""
-    loop = asyncio.get_running_loop()
+def _write_now(fd: int, data: bytes) -> bytes:
+    """Write what the pipe takes now; close it if that was all. What is left to write."""
     os.set_blocking(fd, False)
+    try:
+        written = os.write(fd, data) if data else 0
+    except BlockingIOError:
+        written = 0
+    except OSError:
+        written = len(data)  # the reader is gone: nothing more to do
+    if written == len(data):
+        os.close(fd)
+        return b""
+    return data[written:]
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    """Feed the rest of a payload without blocking the loop, then close the pipe."""
+    loop = asyncio.get_running_loop()
     view = memoryview(data)
     try:
         while view:
