@@ -50,6 +50,20 @@ def describe(value: Any) -> str:
     return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
 
 
+_FLAT = {type(None), bool, int, float, str}
+
+
+def _scalars(members: Any) -> bool:
+    """Whether ``members`` holds only ``None``, bools, floats, strs and ints below 2**63."""
+    kinds = set(map(type, members))
+    if not kinds <= _FLAT:
+        return False
+    if int in kinds:
+        ints = members if len(kinds) == 1 else [m for m in members if type(m) is int]
+        return min(ints) > -_SMALL_INT and max(ints) < _SMALL_INT
+    return True
+
+
 def encode(value: Any) -> list[Any]:
     """``value`` as a flat list of JSON-ready tokens; `NotPlain` if it is not plain data."""
     out: list[Any] = []
@@ -67,6 +81,11 @@ def encode(value: Any) -> list[Any]:
             elif kind is int:
                 append(item if -_SMALL_INT < item < _SMALL_INT else ["i", format(item, "x")])
             elif kind in _CONTAINERS:
+                if kind is not dict and len(item) > 8 and _scalars(item):
+                    items += len(item)  # a flat run of small scalars: no need to visit each
+                    out.extend(item)
+                    append([_CONTAINERS[kind], len(item)])
+                    continue
                 if id(item) in open_ids:
                     raise NotPlain(f"a {kind.__name__} that contains itself")
                 open_ids.add(id(item))

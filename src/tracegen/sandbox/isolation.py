@@ -24,8 +24,8 @@ UIDS_PER_PROCESS = 256
 last slot is the judges': they never share a uid with the code they judge."""
 _free_slots = list(range(UIDS_PER_PROCESS - 2, -1, -1))
 CHOICES = ("auto", "bwrap", "builtin", "rlimit")
-SOURCES = ("_wire", "_confine", "_harness", "_zygote")
-"""The modules sent as source to ``python -I -S``, in import order."""
+SOURCES = ("_confine", "_wire", "_harness", "_zygote")
+"""The modules sent as source to ``python -I -S``, each importing only those before it."""
 _BOOT = """\
 import json, sys
 for name in ("tracegen", "tracegen.sandbox"):
@@ -170,12 +170,13 @@ def read_only_paths() -> list[str]:
 
 
 def sandbox_command(function: str, **kwargs: Any) -> list[str]:
-    """``python -I -S`` running ``tracegen.sandbox.FUNCTION(**kwargs)`` from source."""
+    """``python -I -S`` running ``tracegen.sandbox.FUNCTION(**kwargs)`` from source, with the
+    modules of `SOURCES` up to the function's own."""
     module, _, name = function.rpartition(".")
     config = json.dumps({"module": module, "function": name, "kwargs": kwargs})
     cmd = [python_executable(), "-I", "-S", "-c", _BOOT, config]
     here = Path(__file__).parent
-    for source in SOURCES:
+    for source in SOURCES[: SOURCES.index(module.rpartition(".")[2]) + 1]:
         cmd += [f"tracegen.sandbox.{source}", (here / f"{source}.py").read_text("utf-8")]
     return cmd
 
