@@ -81,6 +81,35 @@ async def test_check_tests_call_check_with_the_entry_point(sandbox: Sandbox) -> 
     assert result.tests[0].error == "AssertionError: assert candidate(2) == 5"
 
 
+async def test_tests_see_the_programs_functions_constants_and_imports(sandbox: Sandbox) -> None:
+    code = (
+        "import math\nLIMIT = 10\n"
+        "def double(x):\n    return 2 * x\ndef halve(x):\n    return x / 2\n"
+    )
+    test = "assert double(LIMIT) == 20 and halve(5) == 2.5 and math.floor(2.5) == 2\n"
+    p = problem(TestCase(name="t", kind="assert", code=test), entry_point=None)
+    result = await sandbox.run_tests(code, p)
+    assert (result.status, result.tests[0].error) == ("ok", None)
+
+
+async def test_exceptions_the_program_raises_reach_the_tests_as_themselves(
+    sandbox: Sandbox,
+) -> None:
+    check = (
+        "def check(candidate):\n"
+        "    try:\n        candidate(-1)\n    except ValueError as e:\n"
+        "        assert 'negative' in str(e)\n    else:\n        raise AssertionError('no error')\n"
+        "    assert candidate(4) == 2\n"
+    )
+    code = (
+        "class Negative(ValueError):\n    pass\n"
+        "def f(x):\n    if x < 0:\n        raise Negative('negative input')\n"
+        "    return int(x ** 0.5)\n"
+    )
+    result = await sandbox.run_tests(code, problem(TestCase(name="c", kind="check", code=check)))
+    assert result.status == "ok", result.tests
+
+
 async def test_setup_runs_before_the_solution(sandbox: Sandbox) -> None:
     p = problem(io("a", [[3, 1]], [1, 3]), setup="from typing import List\nKEY = None\n")
     code = "def f(xs: List[int]) -> List[int]:\n    return sorted(xs, key=KEY)\n"

@@ -261,10 +261,9 @@ def detect_isolation(choice: IsolationChoice | str = "auto") -> IsolationInfo:
     if not layers.usable:
         reasons = "; ".join([*([why_not_bwrap] if why_not_bwrap else []), *layers.problems])
         raise SandboxError(f"no isolation for generated code here ({reasons}): {_INSTALL}")
-    missing = [p for p in layers.problems if not p.startswith("no seccomp")]
     warning = None
-    if layers.namespaces is None or not layers.landlock:
-        warning = f"built-in isolation is partial: {'; '.join(missing)}"
+    if layers.problems:
+        warning = f"built-in isolation is partial: {'; '.join(layers.problems)}"
     return IsolationInfo(
         name="builtin",
         detail=layers.describe() + _uid_note(),
