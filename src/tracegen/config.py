@@ -116,7 +116,7 @@ class RunSettings(GenerationSettings):
     only_success: bool = False
     only_ideal: bool = False
     overwrite: bool = False
-    sandbox: Literal["auto", "bwrap", "rlimit"] = "auto"
+    sandbox: Literal["auto", "bwrap", "builtin", "rlimit"] = "auto"
     require_logprobs: bool = False
     request_timeout_s: float = Field(
         default=600.0, ge=MIN_SECONDS, le=MAX_SECONDS, description="per model request"

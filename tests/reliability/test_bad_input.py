@@ -212,7 +212,7 @@ CASES = [
         "verify: unknown sandbox",
         "verify {solutions} --sandbox docker",
         2,
-        r"--sandbox must be auto, bwrap or rlimit",
+        r"--sandbox must be auto, bwrap, builtin or rlimit",
     ),
     # ---------------------------------------------------------------- problems
     Case("problems: missing file", "problems {missing}", 2, r"'{missing}': not a file"),

@@ -81,6 +81,35 @@ async def test_check_tests_call_check_with_the_entry_point(sandbox: Sandbox) -> 
     assert result.tests[0].error == "AssertionError: assert candidate(2) == 5"
 
 
+async def test_tests_see_the_programs_functions_constants_and_imports(sandbox: Sandbox) -> None:
+    code = (
+        "import math\nLIMIT = 10\n"
+        "def double(x):\n    return 2 * x\ndef halve(x):\n    return x / 2\n"
+    )
+    test = "assert double(LIMIT) == 20 and halve(5) == 2.5 and math.floor(2.5) == 2\n"
+    p = problem(TestCase(name="t", kind="assert", code=test), entry_point=None)
+    result = await sandbox.run_tests(code, p)
+    assert (result.status, result.tests[0].error) == ("ok", None)
+
+
+async def test_exceptions_the_program_raises_reach_the_tests_as_themselves(
+    sandbox: Sandbox,
+) -> None:
+    check = (
+        "def check(candidate):\n"
+        "    try:\n        candidate(-1)\n    except ValueError as e:\n"
+        "        assert 'negative' in str(e)\n    else:\n        raise AssertionError('no error')\n"
+        "    assert candidate(4) == 2\n"
+    )
+    code = (
+        "class Negative(ValueError):\n    pass\n"
+        "def f(x):\n    if x < 0:\n        raise Negative('negative input')\n"
+        "    return int(x ** 0.5)\n"
+    )
+    result = await sandbox.run_tests(code, problem(TestCase(name="c", kind="check", code=check)))
+    assert result.status == "ok", result.tests
+
+
 async def test_setup_runs_before_the_solution(sandbox: Sandbox) -> None:
     p = problem(io("a", [[3, 1]], [1, 3]), setup="from typing import List\nKEY = None\n")
     code = "def f(xs: List[int]) -> List[int]:\n    return sorted(xs, key=KEY)\n"
@@ -162,11 +191,43 @@ def test_forcing_bwrap_where_it_is_missing_is_an_error(monkeypatch: pytest.Monke
     try:
         with pytest.raises(SandboxError, match="bwrap"):
             Sandbox("bwrap")
+    finally:
+        isolation._bwrap_problem.cache_clear()
+
+
+def test_auto_uses_the_builtin_isolation_where_bubblewrap_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    isolation._bwrap_problem.cache_clear()
+    try:
         info = detect_isolation("auto")
-        assert info.name == "rlimit" and "not installed" in (info.warning or "")
+    finally:
+        isolation._bwrap_problem.cache_clear()
+    assert (info.name, info.warning) == ("builtin", None)
+    assert info.network_isolated and info.filesystem_isolated
+    assert "namespace" in info.detail and "(no network)" in info.detail
+    assert "landlock ABI" in info.detail
+
+
+def test_no_isolation_at_all_is_refused_unless_rlimit_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    nothing = isolation.BuiltinLayers(problems=["no user+network namespace", "no Landlock"])
+    monkeypatch.setattr(isolation, "builtin_layers", lambda: nothing)
+    isolation._bwrap_problem.cache_clear()
+    try:
+        for choice in ("auto", "builtin"):
+            with pytest.raises(SandboxError, match="apt-get install bubblewrap") as refused:
+                Sandbox(choice)
+            assert "\n" not in str(refused.value) and "--sandbox rlimit" in str(refused.value)
+        assert Sandbox("rlimit").isolation == "rlimit"
     finally:
         isolation._bwrap_problem.cache_clear()
 
 
 def test_rlimit_mode_says_it_has_no_network_isolation() -> None:
-    assert "no network" in detect_isolation("rlimit").detail
+    info = detect_isolation("rlimit")
+    assert "no network" in info.detail
+    assert not info.network_isolated and not info.filesystem_isolated

@@ -43,5 +43,5 @@ IdsOpt = Annotated[
     str | None, typer.Option("--problem-ids", help="Comma-separated problem ids to use.")
 ]
 SandboxOpt = Annotated[
-    str | None, typer.Option("--sandbox", help="Isolation: auto (default), bwrap or rlimit.")
+    str | None, typer.Option("--sandbox", help="Isolation: auto (default), bwrap, builtin, rlimit.")
 ]

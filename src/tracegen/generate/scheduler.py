@@ -104,7 +104,7 @@ class LocalScheduler:
             self.reporter.info(
                 f"tracegen run: {self.stats.total} episodes to go ({self.stats.skipped} done "
                 f"before) · mode {s.mode} · model {s.model} · {len(s.hosts)} host(s) × "
-                f"{s.concurrency} · sandbox {sandbox.isolation} → {s.output}"
+                f"{s.concurrency} · sandbox {sandbox.summary} → {s.output}"
             )
             self.reporter.start()
             self.workers = workers = [

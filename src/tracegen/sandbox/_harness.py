@@ -1,127 +1,48 @@
-"""The code that runs inside the sandbox. Standard library only: it is sent to ``python -I -S``.
+"""What runs inside an execution's processes. Standard library only (sent to ``python -I -S``).
 
-Run as a script, this module is the *zygote*: a warm interpreter that never runs untrusted
-code itself. For each request from tracegen it forks a child that starts a new session,
-takes its stdin/stdout/stderr and result pipe, applies the rlimits, moves into a fresh
-working directory, drops to the slot's unprivileged uid and only then reads the payload
-and runs the code and the tests. When the child is gone, every process left under that
-uid is killed and the directory removed before tracegen is told the execution is over.
+Tests never run in the process of the code they judge:
 
-The results go back over the result pipe as ``HMAC-SHA256 hex + "\\n" + JSON``, keyed with
-a secret that arrives on stdin and never touches a file or the environment.
+- the **candidate** process runs the problem's setup and the generated code, then answers
+  calls from the judge: a function name and plain-data arguments in, a plain-data value
+  (or the exception it raised) out. It never sees a test, an expected value or the key
+  that signs the report;
+- the **judge** process holds the tests. It never runs generated code: the entry point,
+  ``candidate`` and any other name the tests take from the program are bound to
+  `CandidateProxy` objects that forward calls over a pair of pipes. Values that are not
+  plain data are refused (`NotPlainData`), so an object whose ``__eq__`` always says yes
+  never reaches a comparison. Its report goes to tracegen over a pipe of its own, as
+  ``HMAC-SHA256 hex + "\\n" + JSON`` under a key that arrives with the tests.
+
+A script (a tool call, `Sandbox.run_code`) runs alone, as ``__main__``, and reports its
+exit the same way. The zygote that forks these processes is `tracegen.sandbox._zygote`.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import ctypes
-import fcntl
 import hmac
-import importlib.machinery
 import json
 import linecache
-import math
 import os
-import reprlib
-import resource
-import selectors
-import shutil
-import signal
-import socket
 import sys
-import time
 import traceback
 from typing import Any
 
+from tracegen.sandbox import _wire
+from tracegen.sandbox._wire import REPR_LIMIT, short_repr, to_plain
+
 RESULT_FD = 3
-REPR_LIMIT = 500
-PRELOAD = [
-    "bisect",
-    "collections",
-    "dataclasses",
-    "decimal",
-    "fractions",
-    "functools",
-    "heapq",
-    "itertools",
-    "operator",
-    "random",
-    "re",
-    "statistics",
-    "string",
-    "typing",
-]
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
-_HARNESS_FILE = "<string>"
+"""A script's report pipe; in a candidate process, the pipe its answers go to the judge."""
+CALLS_FD = 4
+"""In a candidate process: the pipe the judge's calls come in on."""
+HARNESS_FILES = "<tracegen."
+"""Frames of these files (this package, compiled from source) are cut from tracebacks."""
+VALUE_LIMIT = 1 << 20
+"""An ``io`` test's value is sent to tracegen for comparison up to this size (JSON bytes)."""
 
 
-# ------------------------------------------------------------------ comparing values
-
-
-def to_plain(value: Any, depth: int = 0) -> tuple[bool, Any]:
-    """``(True, json_value)`` for plain data (tuples become lists); ``(False, None)`` otherwise.
-
-    Exact types only, so an object that overrides ``__eq__`` never passes as an expected value.
-    """
-    kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return True, value
-    if depth > 100:
-        return False, None
-    if kind in (list, tuple):
-        out = []
-        for item in value:
-            ok, plain = to_plain(item, depth + 1)
-            if not ok:
-                return False, None
-            out.append(plain)
-        return True, out
-    if kind is dict:
-        result = {}
-        for key, item in value.items():
-            ok, plain = to_plain(item, depth + 1)
-            if type(key) is not str or not ok:
-                return False, None
-            result[key] = plain
-        return True, result
-    return False, None
-
-
-def values_equal(actual: Any, expected: Any) -> bool:
-    """Equality of JSON values: floats within a small tolerance, bools only equal bools."""
-    if type(actual) is bool or type(expected) is bool:
-        return type(actual) is type(expected) and actual == expected
-    numbers = (int, float)
-    if type(actual) in numbers and type(expected) in numbers:
-        if type(actual) is int and type(expected) is int:
-            return actual == expected
-        return math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-9)
-    if type(actual) is list and type(expected) is list:
-        return len(actual) == len(expected) and all(map(values_equal, actual, expected))
-    if type(actual) is dict and type(expected) is dict:
-        return actual.keys() == expected.keys() and all(
-            values_equal(actual[k], expected[k]) for k in actual
-        )
-    return type(actual) is type(expected) and actual == expected
-
-
-# ------------------------------------------------------------------ the harness
-
-
-_repr = reprlib.Repr()
-_repr.maxstring = _repr.maxother = REPR_LIMIT
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 40
-_repr.maxlevel = 6
-
-
-def short_repr(value: Any) -> str:
-    try:
-        text = _repr.repr(value)
-    except BaseException as e:  # a user __repr__ may raise anything
-        text = f"<unrepresentable {type(value).__name__}: {type(e).__name__}>"
-    return text if len(text) <= REPR_LIMIT else text[: REPR_LIMIT - 1] + "…"
+# ------------------------------------------------------------------ shared
 
 
 def _last_line(exc: BaseException, filename: str | None = None) -> str:
@@ -147,22 +68,281 @@ def _exec(source: str, filename: str, namespace: dict[str, Any]) -> BaseExceptio
     return None
 
 
-def _run_test(test: dict[str, Any], namespace: dict[str, Any], entry: Any) -> dict[str, Any]:
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+def _take_payload() -> dict[str, Any]:
+    """The request on stdin, which is then replaced by ``/dev/null``."""
+    payload: dict[str, Any] = _wire.parse(_read_all(0))
+    os.close(0)
+    os.open(os.devnull, os.O_RDONLY)
+    return payload
+
+
+def _signed(key: bytes, report: dict[str, Any]) -> bytes:
+    body = json.dumps(report).encode()
+    return hmac.new(key, body, "sha256").hexdigest().encode() + b"\n" + body
+
+
+# ------------------------------------------------------------------ the candidate process
+
+
+def _exception_name(exc: BaseException) -> str:
+    """The nearest built-in class of ``exc``: the judge raises that one in its place."""
+    for cls in type(exc).__mro__:
+        if getattr(builtins, cls.__name__, None) is cls:
+            return cls.__name__
+    return "Exception"
+
+
+def _exception_answer(exc: BaseException) -> list[Any]:
+    name = _exception_name(exc)
+    try:
+        message = str(exc)
+    except BaseException:
+        message = ""
+    if type(exc).__name__ != name:
+        message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return ["raise", name, message[:REPR_LIMIT]]
+
+
+def _value_answer(value: Any) -> list[Any]:
+    try:
+        return ["ok", _wire.encode(value)]
+    except _wire.NotPlain as e:
+        return ["refused", str(e)]
+
+
+def _names(namespace: dict[str, Any]) -> dict[str, Any]:
+    """What the program defines at module level that tests may use, by kind."""
+    names: dict[str, Any] = {}
+    for name, value in list(namespace.items()):
+        if type(name) is not str or name.startswith("__"):
+            continue
+        if type(value) is type(sys):
+            names[name] = ["module", getattr(value, "__name__", name)]
+        elif callable(value):
+            names[name] = "call"
+        else:
+            names[name] = "value"
+    return names
+
+
+def _answer(message: Any, namespace: dict[str, Any]) -> list[Any]:
+    """The answer to one call from the judge."""
+    try:
+        op, name = message[0], message[1]
+        target = namespace.get(name)
+        if op == "get":
+            return _value_answer(target)
+        args = _wire.decode(message[2])
+        kwargs = {key: _wire.decode(value) for key, value in message[3].items()}
+        value = target(*args, **kwargs)  # type: ignore[misc]
+    except BaseException as e:
+        return _exception_answer(e)
+    try:
+        return _value_answer(value)
+    except BaseException as e:  # MemoryError, a RecursionError while encoding
+        return _exception_answer(e)
+
+
+def serve_candidate() -> int:
+    """Run setup and code, say what they define, then answer the judge's calls until EOF."""
+    payload = _take_payload()
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+
+    def send(message: Any) -> None:
+        _flush_std()
+        _write_all(RESULT_FD, _wire.dumps(message))
+
+    for phase, source in (("setup", payload["setup"]), ("code", payload["code"])):
+        err = _exec(source, f"<{phase}>", namespace)
+        if err is not None:
+            send({"phase": phase, "error": _last_line(err)})
+            return 0
+    entry = payload["entry_point"]
+    if entry and not callable(namespace.get(entry)):
+        send({"phase": "entry", "error": f"NameError: the entry point {entry!r} is not defined"})
+        return 0
+    send({"phase": "ready", "names": _names(namespace)})
+    calls = open(CALLS_FD, "rb", closefd=False)  # noqa: SIM115 (lives as long as we do)
+    while line := calls.readline(_wire.MESSAGE_LIMIT + 1):
+        try:
+            message = _wire.loads(line)
+        except _wire.Garbled:
+            return 0
+        send(_answer(message, namespace))
+    return 0
+
+
+# ------------------------------------------------------------------ the judge process
+
+
+class NotPlainData(BaseException):
+    """A value that cannot cross between the tests and the program. A ``BaseException``, so
+    a test's ``except Exception`` cannot mistake it for the exception it expects."""
+
+
+class CandidateGone(BaseException):
+    """The program's process ended, closed or garbled its channel: no further answers."""
+
+
+class _Channel:
+    """The judge's end of the pipes to one candidate process."""
+
+    def __init__(self, calls_fd: int, replies_fd: int) -> None:
+        self.calls_fd = calls_fd
+        self.replies = open(replies_fd, "rb", closefd=False)  # noqa: SIM115
+        self.state = "ok"  # "gone" | "garbled"
+
+    def _fail(self, state: str) -> CandidateGone:
+        self.state = state
+        if state == "gone":
+            return CandidateGone("the program's process ended or closed its channel")
+        return CandidateGone("the program garbled its channel to the tests")
+
+    def receive(self) -> Any:
+        if self.state != "ok":
+            raise self._fail(self.state)
+        line = self.replies.readline(_wire.MESSAGE_LIMIT + 1)
+        if not line:
+            raise self._fail("gone")
+        try:
+            return _wire.loads(line)
+        except _wire.Garbled:
+            raise self._fail("garbled") from None
+
+    def request(self, message: list[Any]) -> Any:
+        """Send one call; the decoded value of the answer, or raise what it says."""
+        if self.state != "ok":
+            raise self._fail(self.state)
+        try:
+            _write_all(self.calls_fd, _wire.dumps(message))
+        except OSError:
+            raise self._fail("gone") from None
+        answer = self.receive()
+        try:
+            if type(answer) is list and len(answer) == 2 and answer[0] == "ok":
+                return _wire.decode(answer[1])
+            if type(answer) is list and len(answer) == 2 and answer[0] == "refused":
+                what = str(answer[1])[:REPR_LIMIT]
+                raise NotPlainData(f"{message[1]} gave {what}; only plain data ({_PLAIN}) counts")
+            if type(answer) is list and len(answer) == 3 and answer[0] == "raise":
+                raise _rebuild(str(answer[1]), str(answer[2])[:REPR_LIMIT])
+        except _wire.Garbled:
+            pass
+        raise self._fail("garbled")
+
+
+_PLAIN = _wire.PLAIN_TYPES
+
+
+def _rebuild(name: str, message: str) -> BaseException:
+    """The built-in exception ``name`` the program raised, made here from its message."""
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        cls = Exception
+    for base in cls.__mro__:
+        try:
+            return base(message) if message else base()
+        except Exception:
+            continue
+    return Exception(message)
+
+
+class CandidateProxy:
+    """Stands for one of the program's functions: calls cross as plain data."""
+
+    def __init__(self, channel: _Channel, name: str) -> None:
+        self._channel = channel
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            sent = [_wire.encode(list(args)), {k: _wire.encode(v) for k, v in kwargs.items()}]
+        except _wire.NotPlain as e:
+            raise NotPlainData(f"cannot pass {e} to {self.__name__}: only {_PLAIN}") from None
+        return self._channel.request(["call", self.__name__, *sent])
+
+    def __repr__(self) -> str:
+        return f"<function {self.__name__} of the program under test>"
+
+
+def _free_names(code: Any) -> set[str]:
+    """Every global name ``code`` and the functions it defines may look up."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _free_names(const)
+    return names
+
+
+def _bind(
+    namespace: dict[str, Any], channel: _Channel, offered: Any, wanted: set[str], entry: str | None
+) -> None:
+    """Give the tests what they use of the program: proxies, plain values, modules.
+
+    Names the setup defines or Python has built in keep their trusted meaning, except the
+    entry point, which is always the program's.
+    """
+    if type(offered) is not dict:
+        raise CandidateGone("the program garbled its channel to the tests")
+    for name in sorted(wanted):
+        if name != entry and (name in namespace or hasattr(builtins, name)):
+            continue
+        kind = offered.get(name)
+        if kind == "call" or name == entry:
+            namespace[name] = CandidateProxy(channel, name)
+        elif kind == "value":
+            with contextlib.suppress(NotPlainData, Exception):
+                namespace[name] = channel.request(["get", name])
+        elif type(kind) is list and len(kind) == 2 and type(kind[1]) is str:
+            with contextlib.suppress(Exception):
+                namespace[name] = __import__(kind[1], fromlist=["_"])
+
+
+def _run_test(
+    test: dict[str, Any], namespace: dict[str, Any], code: Any, entry: CandidateProxy | None
+) -> dict[str, Any]:
     result: dict[str, Any] = {"name": test["name"], "passed": False}
     filename = f"<test {test['name']}>"
     try:
         if test["kind"] == "io":
-            result["expected"] = short_repr(test["expected"])
+            result["passed"] = None  # compared by tracegen, which alone holds `expected`
+            assert entry is not None
             actual = entry(*test["args"], **test["kwargs"])
             result["actual"] = short_repr(actual)
             plain, value = to_plain(actual)
+            if plain and len(json.dumps(value)) > VALUE_LIMIT:
+                raise NotPlainData(f"an answer larger than {VALUE_LIMIT} bytes")
             result["plain"] = plain
             if plain:
                 result["value"] = value
-            result["passed"] = plain and values_equal(value, test["expected"])
+            else:
+                result["error"] = (
+                    f"NotPlainData: the answer is {_wire.describe(actual)}, not JSON-like data"
+                )
             return result
+        if isinstance(code, BaseException):
+            raise code
         scope = dict(namespace)
-        exec(_compile(test["code"], filename), scope)
+        exec(code, scope)
         if test["kind"] == "check":
             check = scope.get("check")
             if not callable(check):
@@ -175,26 +355,66 @@ def _run_test(test: dict[str, Any], namespace: dict[str, Any], entry: Any) -> di
     return result
 
 
-def run_tests(payload: dict[str, Any]) -> dict[str, Any]:
-    """Setup, solution, then each test separately; stops at the first phase that fails."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    for phase, source in (("setup", payload["setup"]), ("code", payload["code"])):
-        err = _exec(source, f"<{phase}>", namespace)
-        if err is not None:
-            return {"phase": phase, "error": _last_line(err), "tests": []}
-    entry_name = payload["entry_point"]
-    entry = namespace.get(entry_name) if entry_name else None
-    if entry_name and not callable(entry):
-        error = f"NameError: the entry point {entry_name!r} is not defined"
-        return {"phase": "entry", "error": error, "tests": []}
-    if not entry_name and any(t["kind"] != "assert" for t in payload["tests"]):
+def judge(payload: dict[str, Any], channel: _Channel) -> dict[str, Any]:
+    """Setup here, then the program's ready message, then each test separately."""
+    tests, entry = payload["tests"], payload["entry_point"]
+    if not entry and any(t["kind"] != "assert" for t in tests):
         return {"phase": "entry", "error": "the problem names no entry point", "tests": []}
-    return {"phase": "done", "tests": [_run_test(t, namespace, entry) for t in payload["tests"]]}
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    err = _exec(payload["setup"], "<setup>", namespace)
+    if err is not None:
+        return {"phase": "setup", "error": _last_line(err), "tests": []}
+    compiled: list[Any] = []
+    wanted = {entry} if entry else set()
+    for test in tests:
+        if test["kind"] == "io":
+            compiled.append(None)
+            continue
+        try:
+            compiled.append(_compile(test["code"], f"<test {test['name']}>"))
+            wanted |= _free_names(compiled[-1])
+        except BaseException as e:
+            compiled.append(e)
+    try:
+        ready = channel.receive()
+        if type(ready) is not dict or ready.get("phase") not in ("setup", "code", "entry", "ready"):
+            raise channel._fail("garbled")
+        if ready["phase"] != "ready":
+            error = ready.get("error")
+            error = error[:REPR_LIMIT] if type(error) is str else "the program failed"
+            return {"phase": ready["phase"], "error": error, "tests": []}
+        _bind(namespace, channel, ready.get("names"), wanted - {"candidate", "check"}, entry)
+    except CandidateGone:
+        return {"phase": "code", "channel": channel.state, "tests": []}
+    proxy = namespace.get(entry) if entry else None
+    proxy = proxy if isinstance(proxy, CandidateProxy) else None
+    results = [_run_test(t, namespace, c, proxy) for t, c in zip(tests, compiled, strict=True)]
+    return {"phase": "done", "channel": channel.state, "tests": results}
+
+
+def judge_one(fds: list[int]) -> None:
+    """One execution: the tests from ``fds[0]``, the report to ``fds[1]``, the candidate on
+    ``fds[2]`` (calls out) and ``fds[3]`` (answers in)."""
+    payload_fd, report_fd, calls_fd, replies_fd = fds
+    payload = json.loads(_read_all(payload_fd))
+    key = bytes.fromhex(payload.pop("key"))
+    channel = _Channel(calls_fd, replies_fd)
+    try:
+        report = judge(payload, channel)
+    except BaseException as e:  # a bug here, or a MemoryError: say so rather than hang
+        report = {"phase": "code", "error": f"the judge failed: {_last_line(e)}", "tests": []}
+    with contextlib.suppress(OSError):
+        _write_all(report_fd, _signed(key, report))
+    for filename in [f for f in linecache.cache if f.startswith("<")]:
+        linecache.cache.pop(filename, None)
+
+
+# ------------------------------------------------------------------ scripts
 
 
 def _print_user_traceback(exc: BaseException) -> None:
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == _HARNESS_FILE:
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(HARNESS_FILES):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
@@ -220,390 +440,17 @@ def run_script(payload: dict[str, Any]) -> dict[str, Any]:
     return {"phase": "done", "exit": 0, "tests": []}
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _flush_std() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
-
-
-def harness() -> int:
+def script() -> int:
     """Read the payload from stdin, run it, write the authenticated report. The exit status."""
-    payload = json.loads(_read_all(0))
-    os.close(0)
-    os.open(os.devnull, os.O_RDONLY)
-    signer = hmac.new(bytes.fromhex(payload.pop("key")), digestmod="sha256")
-    report = run_tests(payload) if payload["mode"] == "tests" else run_script(payload)
+    payload = _take_payload()
+    key = bytes.fromhex(payload.pop("key"))
+    report = run_script(payload)
     _flush_std()
-    body = json.dumps(report).encode()
-    signer.update(body)
-    message = signer.hexdigest().encode() + b"\n" + body
-    del signer
+    message = _signed(key, report)
+    del key
     try:
-        while message:
-            message = message[os.write(RESULT_FD, message) :]
+        _write_all(RESULT_FD, message)
         os.close(RESULT_FD)
     except OSError:
         return 70
-    return report.get("exit", 0) & 0xFF
-
-
-# ------------------------------------------------------------------ the zygote
-
-
-PROBER_TIMEOUT_S = 2.0
-"""A prober that has not answered for this long is killed and replaced (it may be stopped)."""
-_PROBER_PRIVILEGED = 72
-_NOBODY = 65534
-
-
-def _only_process_of_uid() -> bool:
-    """Kill every other process of the uid, then ask the kernel whether any is left.
-
-    Under ``RLIMIT_NPROC`` 2 a clone succeeds only while the caller is its real uid's only
-    process (zombies count until reaped). The clone is ``posix_spawn``'s vfork-like one,
-    and exec of ``""`` fails at once, so a success costs microseconds.
-    """
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(-1, signal.SIGKILL)
-    try:
-        pid = os.posix_spawn("", ["probe"], {})
-    except FileNotFoundError:
-        return True
-    except BlockingIOError:
-        return False
-    os.waitpid(pid, 0)
-    return False
-
-
-def _prober(sock: socket.socket) -> None:
-    """Serve requests ``uid`` -> the same ``uid`` once that uid has no process left.
-
-    It takes the uid as its real and effective uid only, keeping root as saved uid to come
-    back: processes of the uid can signal it (the zygote replaces it if they kill or stop
-    it) but cannot ptrace or otherwise change it, and its ``kill(-1)`` reaches only them.
-    """
-    signal.set_wakeup_fd(-1)
-    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-    os.closerange(3, sock.fileno())
-    os.closerange(sock.fileno() + 1, 1 << 20)
-    resource.setrlimit(resource.RLIMIT_NPROC, (2, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
-    os.setresuid(_NOBODY, _NOBODY, 0)
-    with contextlib.suppress(PermissionError):
-        os.kill(os.getppid(), 0)
-        os._exit(_PROBER_PRIVILEGED)  # its kill(-1) under a uid would hit the zygote
-    os.setresuid(0, 0, 0)
-    while data := sock.recv(64):
-        uid = int(data)
-        os.setresuid(uid, uid, 0)
-        while not _only_process_of_uid():
-            time.sleep(0.0005)
-        os.setresuid(0, 0, 0)
-        sock.send(data)
-
-
-def _reroot(path: Any, old: str, new: str) -> Any:
-    if type(path) is str and (path == old or path.startswith(old + "/")):
-        return new + path[len(old) :]
-    return path
-
-
-def reroot_imports(old: str, new: str) -> list[str]:
-    """Point every path the import system holds under ``old`` under ``new``; the package dirs.
-
-    Besides ``sys.path`` and the prefixes, the modules already loaded keep their package
-    directories and loader paths: submodules imported later (``encodings.idna`` for a codec
-    lookup) and package resources must be found through ``new`` too, and tracebacks read
-    the source lines of these modules through their loaders.
-    """
-    sys.path[:] = [_reroot(p, old, new) for p in sys.path]
-    for name in ("prefix", "exec_prefix", "base_prefix", "base_exec_prefix", "_stdlib_dir"):
-        setattr(sys, name, _reroot(getattr(sys, name), old, new))
-    sys.path_importer_cache.clear()
-    packages: dict[str, None] = {}
-    for module in list(sys.modules.values()):
-        spec = getattr(module, "__spec__", None)
-        loader = getattr(module, "__loader__", None)
-        for owner, attr in (
-            (module, "__file__"),
-            (module, "__cached__"),
-            (spec, "origin"),
-            (spec, "cached"),
-            (loader, "path"),
-        ):
-            value = getattr(owner, attr, None)
-            if (moved := _reroot(value, old, new)) is not value:
-                setattr(owner, attr, moved)
-        for locations in (
-            module.__dict__.get("__path__"),
-            getattr(spec, "submodule_search_locations", None),
-        ):
-            if type(locations) is list:
-                locations[:] = [_reroot(p, old, new) for p in locations]
-                packages.update(dict.fromkeys(locations))
-    return list(packages)
-
-
-class Zygote:
-    """Forks one child per request and reports each once nothing of it is left."""
-
-    def __init__(self, sock: socket.socket, config: dict[str, Any]) -> None:
-        self.sock = sock
-        self.drop = bool(config["drop"])
-        self.workbase = config["workbase"]
-        self.env = dict(config["env"])
-        self.prefix_fd = -1
-        if config["remap_prefix"]:
-            # The children's uid cannot traverse to the interpreter (a pyenv under /root):
-            # they import through this directory fd instead, with the finders warmed here.
-            low = os.open(sys.base_prefix, os.O_RDONLY | os.O_DIRECTORY)
-            self.prefix_fd = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 100)  # clear of 0-3
-            os.close(low)
-            packages = reroot_imports(sys.base_prefix, f"/proc/self/fd/{self.prefix_fd}")
-            importlib.machinery.PathFinder.find_spec("_tracegen_warm_finders", sys.path + packages)
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        # Orphans of an execution become our children, so they are reaped, not left as zombies
-        # that keep counting against the slot's process limit.
-        self.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(wake_w)
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(sock, selectors.EVENT_READ, None)
-        self.sel.register(wake_r, selectors.EVENT_READ, "wake")
-        self.runs: dict[int, dict[str, Any]] = {}
-        self.by_pid: dict[int, int] = {}
-        self.closing = False
-        self.prober: dict[str, Any] | None = None
-        self.emptying: dict[int, int] = {}
-        self.deadline: float | None = None
-
-    def serve(self) -> None:
-        """Until tracegen hangs up and every execution is over and cleaned up."""
-        self.sock.send(b'{"ready": true}')
-        while self.runs or not self.closing:
-            timeout = None if self.deadline is None else self.deadline - time.monotonic()
-            for key, _ in self.sel.select(None if timeout is None else max(timeout, 0)):
-                if key.data is None:
-                    if not self._on_request():
-                        self._close()
-                elif key.data == "wake":
-                    with contextlib.suppress(OSError):
-                        os.read(key.fd, 4096)
-                elif key.data in self.by_pid:
-                    self._on_exit(self.by_pid[key.data])
-                elif self.prober is not None and key.data == (self.prober["pid"], "answer"):
-                    self._on_prober_answer()
-                elif self.prober is not None and key.data == (self.prober["pid"], "exit"):
-                    self._on_prober_exit()
-            self._reap_orphans()
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                self.deadline = None
-                if self.prober is not None:
-                    os.kill(self.prober["pid"], signal.SIGKILL)
-
-    def _reap_orphans(self) -> None:
-        if self.prober is not None:
-            # Stopped by a process of the uid it was emptying: replace it now.
-            with contextlib.suppress(ChildProcessError):
-                if os.waitid(os.P_PID, self.prober["pid"], os.WSTOPPED | os.WNOHANG):
-                    os.kill(self.prober["pid"], signal.SIGKILL)
-        while True:
-            try:
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return
-            if info is None:
-                return
-            if info.si_pid in self.by_pid:
-                self._on_exit(self.by_pid[info.si_pid])
-            elif self.prober is not None and info.si_pid == self.prober["pid"]:
-                self._on_prober_exit()
-            else:
-                os.waitpid(info.si_pid, 0)
-
-    def _on_request(self) -> bool:
-        try:
-            data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 8)
-        except OSError:
-            return False
-        if not data:
-            return False
-        msg = json.loads(data)
-        if msg["op"] == "kill":
-            run = self.runs.get(msg["id"])
-            if run is not None and "status" not in run:
-                self._kill_group(run["pid"])
-            return True
-        self._start(msg, fds)
-        return True
-
-    def _close(self) -> None:
-        self.closing = True
-        self.sel.unregister(self.sock)
-        for run in self.runs.values():
-            if "status" not in run:
-                self._kill_group(run["pid"])
-
-    def _start(self, msg: dict[str, Any], fds: list[int]) -> None:
-        run_id, uid = msg["id"], msg["uid"]
-        workdir = os.path.join(self.workbase, f"run-{run_id}")
-        os.mkdir(workdir, 0o700)
-        if self.drop:
-            os.chown(workdir, uid, uid)
-        pid = os.fork()
-        if pid == 0:
-            code = 70
-            try:
-                self._child(fds, uid, workdir, msg["limits"])
-                code = harness()
-            finally:
-                os._exit(code)
-        for fd in fds:
-            os.close(fd)
-        pidfd = os.pidfd_open(pid)
-        self.runs[run_id] = {"uid": uid, "workdir": workdir, "pid": pid, "pidfd": pidfd}
-        self.by_pid[pid] = run_id
-        self.sel.register(pidfd, selectors.EVENT_READ, pid)
-
-    def _child(self, fds: list[int], uid: int, workdir: str, limits: dict[str, int]) -> None:
-        os.setsid()
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        keep = sorted({0, 1, 2, RESULT_FD, self.prefix_fd} - {-1})
-        for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
-            os.closerange(low + 1, high)
-        mb = 1024 * 1024
-        for name, soft, hard in (
-            (resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
-            (resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
-            (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
-            (resource.RLIMIT_NPROC, limits["processes"], limits["processes"]),
-            (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
-            (resource.RLIMIT_CORE, 0, 0),
-        ):
-            resource.setrlimit(name, (soft, hard))
-        os.chdir(workdir)
-        if self.drop:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-        self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() == 1:
-            os._exit(70)
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.environ.clear()
-        os.environ.update(self.env, HOME=workdir, TMPDIR=workdir, PWD=workdir)
-
-    def _kill_group(self, pid: int) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-
-    def _on_exit(self, run_id: int) -> None:
-        run = self.runs[run_id]
-        pid = run["pid"]
-        _, status, usage = os.wait4(pid, 0)
-        del self.by_pid[pid]
-        self.sel.unregister(run["pidfd"])
-        os.close(run["pidfd"])
-        run["status"] = status
-        run["cpu_s"] = usage.ru_utime + usage.ru_stime
-        self._kill_group(pid)
-        if self.drop:
-            self.emptying[run["uid"]] = run_id
-            self._ask_prober(run["uid"])
-        else:
-            self._finish(run_id)
-
-    def _ask_prober(self, uid: int) -> None:
-        if self.prober is None:
-            self._spawn_prober()
-        assert self.prober is not None
-        with contextlib.suppress(OSError):  # a dying prober: its replacement is asked again
-            self.prober["sock"].send(str(uid).encode())
-        if self.deadline is None:
-            self.deadline = time.monotonic() + PROBER_TIMEOUT_S
-
-    def _spawn_prober(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _prober(theirs)
-            finally:
-                os._exit(0)
-        theirs.close()
-        ours.setblocking(False)
-        pidfd = os.pidfd_open(pid)
-        self.prober = {"pid": pid, "sock": ours, "pidfd": pidfd}
-        self.sel.register(ours, selectors.EVENT_READ, (pid, "answer"))
-        self.sel.register(pidfd, selectors.EVENT_READ, (pid, "exit"))
-
-    def _on_prober_answer(self) -> None:
-        assert self.prober is not None
-        try:
-            data = self.prober["sock"].recv(64)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._on_prober_exit()
-            return
-        run_id = self.emptying.pop(int(data), None)
-        self.deadline = time.monotonic() + PROBER_TIMEOUT_S if self.emptying else None
-        if run_id is not None:
-            self._finish(run_id)
-
-    def _on_prober_exit(self) -> None:
-        """The prober died (killed by a process it was emptying, or stalled): replace it."""
-        prober, self.prober = self.prober, None
-        assert prober is not None
-        os.kill(prober["pid"], signal.SIGKILL)
-        _, status = os.waitpid(prober["pid"], 0)
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _PROBER_PRIVILEGED:
-            raise SystemExit("the prober keeps its capabilities under an unprivileged uid")
-        for key in ("sock", "pidfd"):
-            self.sel.unregister(prober[key])
-        prober["sock"].close()
-        os.close(prober["pidfd"])
-        self.deadline = None
-        for uid in self.emptying:
-            self._ask_prober(uid)
-
-    def _finish(self, run_id: int) -> None:
-        run = self.runs.pop(run_id)
-        shutil.rmtree(run["workdir"], ignore_errors=True)
-        status = run["status"]
-        done = {
-            "id": run_id,
-            "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            "cpu_s": run["cpu_s"],
-        }
-        with contextlib.suppress(OSError):
-            self.sock.send(json.dumps(done).encode())
-
-
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    for name in PRELOAD:
-        __import__(name)
-    if config["drop"]:
-        os.chmod(config["workbase"], 0o711)
-    sock = socket.socket(fileno=config["fd"])
-    Zygote(sock, config).serve()
-
-
-if __name__ == "__main__":
-    main()
+    return int(report.get("exit", 0)) & 0xFF

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 from tracegen.schema import ExecResult, Problem
 
-IsolationName = Literal["bwrap", "rlimit"]
-IsolationChoice = Literal["auto", "bwrap", "rlimit"]
+IsolationName = Literal["bwrap", "builtin", "rlimit"]
+IsolationChoice = Literal["auto", "bwrap", "builtin", "rlimit"]
 
 
 class SandboxLimits(BaseModel):
@@ -47,10 +47,16 @@ class CodeRunner(Protocol):
 
 
 class IsolationInfo(BaseModel):
-    """Which isolation executions get, in words a user can read; ``warning`` if it fell back."""
+    """Which isolation executions get, in words a user can read; ``warning`` if it is partial.
+
+    ``network_isolated``: generated code reaches no network, loopback included;
+    ``filesystem_isolated``: it writes only in its own directory and reads only the system.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     name: IsolationName
     detail: str
     warning: str | None = None
+    network_isolated: bool = False
+    filesystem_isolated: bool = False

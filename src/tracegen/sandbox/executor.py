@@ -13,35 +13,37 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tracegen.errors import SandboxError
-from tracegen.sandbox import _harness
-from tracegen.sandbox.base import IsolationChoice, SandboxLimits
+from tracegen.sandbox import _wire
+from tracegen.sandbox.base import IsolationChoice, IsolationName, SandboxLimits
 from tracegen.sandbox.isolation import (
     SAFE_ENV,
+    builtin_layers,
     bwrap_command,
     bwrap_path,
     count_own_processes,
     detect_isolation,
     give_back_uid,
+    judge_uid,
     prefix_hidden_from_others,
-    python_executable,
     running_as_root,
+    sandbox_command,
     take_uid,
 )
 from tracegen.schema import ExecResult, ExecStatus, Problem, TestCase, TestResult
 
-_HARNESS_SOURCE = Path(_harness.__file__).read_text(encoding="utf-8")
-_REPORT_LIMIT = 4 << 20
+_REPORT_LIMIT = 64 << 20
 _START_TIMEOUT_S = 30.0
 _CLEANUP_TIMEOUT_S = 10.0
 _FORGED = "the result channel was forged or garbled"
+_GARBLED = "the program garbled its channel to the tests"
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 24: "SIGXCPU", 25: "SIGXFSZ", 7: "SIGBUS"}
 
 
@@ -49,8 +51,7 @@ class _TestReport(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str
-    passed: bool
-    expected: str | None = None
+    passed: bool | None  # None for `io` tests: tracegen compares, the judge has no `expected`
     actual: str | None = None
     error: str | None = None
     plain: bool = False
@@ -63,6 +64,7 @@ class _Report(BaseModel):
     phase: Literal["setup", "code", "entry", "done"]
     error: str | None = None
     exit: int | None = None
+    channel: Literal["ok", "gone", "garbled"] = "ok"
     tests: list[_TestReport]
 
 
@@ -86,6 +88,9 @@ class _Raw:
     duration_s: float = 0.0
     cpu_limit_hit: bool = False
     worker_died: bool = False
+    killed_by_cleanup: bool = False
+    judge: Literal["done", "died"] | None = None
+    key: bytes = b""
 
 
 @dataclass
@@ -94,7 +99,7 @@ class _Capture:
 
     fd: int
     limit: int
-    overflow: asyncio.Event
+    on_overflow: Callable[[], None] | None = None
     data: bytearray = field(default_factory=bytearray)
     truncated: bool = False
     eof: asyncio.Future[None] | None = None
@@ -117,7 +122,8 @@ class _Capture:
         room = self.limit - len(self.data)
         if len(chunk) > room:
             self.truncated = True
-            self.overflow.set()
+            if self.on_overflow is not None:
+                self.on_overflow()
         self.data += chunk[: max(room, 0)]
 
     def close(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -127,14 +133,32 @@ class _Capture:
             self.eof.set_result(None)
 
 
-class _Zygote:
-    """The warm interpreter that forks every execution (see `tracegen.sandbox._harness`)."""
+class _Done(NamedTuple):
+    """The zygote's report that an execution is over and cleaned up."""
 
-    def __init__(self, isolation: str, root: bool) -> None:
+    exit: int | None
+    signal: int | None
+    cpu_s: float
+    killed: bool  # its process was still running when its judge was done with it
+    judge: Literal["done", "died"] | None
+
+    @classmethod
+    def parse(cls, words: list[bytes]) -> _Done:
+        """``done ID EXIT SIGNAL CPU KILLED JUDGE``, ``-`` for none."""
+        number = [None if w == b"-" else int(w) for w in words[2:4]]
+        judge = None if words[6] == b"-" else cast(Literal["done", "died"], words[6].decode())
+        return cls(number[0], number[1], float(words[4]), words[5] == b"1", judge)
+
+
+class _Zygote:
+    """The warm interpreter that forks every execution (see `tracegen.sandbox._zygote`)."""
+
+    def __init__(self, isolation: IsolationName, root: bool, limits: dict[str, int]) -> None:
         self.isolation = isolation
         self.root = root
+        self.limits = limits
         self.alive = False
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: dict[int, asyncio.Future[_Done]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._stderr: IO[bytes] | None = None
@@ -150,13 +174,14 @@ class _Zygote:
         config = {
             "fd": theirs.fileno(),
             "drop": self.root,
+            "judge_uid": judge_uid(),
+            "limits": self.limits,
             "workbase": workbase,
             "env": SAFE_ENV,
-            "remap_prefix": self.isolation == "rlimit"
-            and self.root
-            and prefix_hidden_from_others(),
+            "remap_prefix": self.isolation != "bwrap" and self.root and prefix_hidden_from_others(),
+            "confine": builtin_layers().zygote_config() if self.isolation == "builtin" else {},
         }
-        cmd = [*prefix, python_executable(), "-I", "-S", "-c", _HARNESS_SOURCE, json.dumps(config)]
+        cmd = [*prefix, *sandbox_command("tracegen.sandbox._zygote.main", config=config)]
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         try:
             self._proc = subprocess.Popen(
@@ -191,12 +216,12 @@ class _Zygote:
         lines = self._stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1] if lines else "no output"
 
-    def submit(self, run_id: int, request: dict[str, Any], fds: list[int]) -> asyncio.Future[Any]:
+    def submit(self, run_id: int, uid: int, mode: str, fds: list[int]) -> asyncio.Future[_Done]:
         if not self.alive or self._sock is None:
             raise _WorkerDied
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Done] = asyncio.get_running_loop().create_future()
         self._pending[run_id] = future
-        message = orjson.dumps({"op": "run", "id": run_id, **request})
+        message = f"run {run_id} {uid} {mode}".encode()
         try:
             socket.send_fds(self._sock, [message], fds)
         except OSError:
@@ -208,7 +233,7 @@ class _Zygote:
     def kill(self, run_id: int) -> None:
         if self.alive and self._sock is not None:
             with contextlib.suppress(OSError):
-                self._sock.send(orjson.dumps({"op": "kill", "id": run_id}))
+                self._sock.send(b"kill %d" % run_id)
 
     def _on_message(self) -> None:
         assert self._sock is not None
@@ -222,10 +247,10 @@ class _Zygote:
             if not data:
                 self._died()
                 return
-            done = orjson.loads(data)
-            future = self._pending.pop(done["id"], None)
+            words = data.split()
+            future = self._pending.pop(int(words[1]), None)
             if future is not None and not future.done():
-                future.set_result(done)
+                future.set_result(_Done.parse(words))
 
     def _died(self) -> None:
         if self._sock is not None and self.alive:
@@ -267,9 +292,10 @@ def _remove_tree(path: str) -> None:
 class Sandbox:
     """Runs untrusted code: a fresh process per execution, limits, isolation, typed results.
 
-    ``isolation="auto"`` uses bubblewrap when it works here and falls back to rlimits with
-    ``.warning`` set; ``"bwrap"`` raises `SandboxError` when bubblewrap is unusable. At most
-    ``concurrency`` executions (default: the number of cores) run at once.
+    ``isolation="auto"`` uses bubblewrap when it works here, else the built-in isolation
+    (namespaces, Landlock, seccomp); where neither is possible it raises `SandboxError`
+    unless ``"rlimit"`` is asked for explicitly. ``.detail`` names the layers, ``.warning``
+    what is missing. At most ``concurrency`` executions (default: one per core) run at once.
     """
 
     def __init__(
@@ -279,7 +305,8 @@ class Sandbox:
         concurrency: int | None = None,
     ) -> None:
         info = detect_isolation(isolation)
-        self.isolation = info.name
+        self.info = info
+        self.isolation: IsolationName = info.name
         self.warning = info.warning
         self.detail = info.detail
         self.limits = limits or SandboxLimits()
@@ -287,11 +314,20 @@ class Sandbox:
         self._root = running_as_root()
         self._nproc = self.limits.processes
         if not self._root:
-            self._nproc += count_own_processes() + self.concurrency
+            # Candidates and judges of this and every other sandbox of the user count too.
+            self._nproc += count_own_processes() + 2 * self.concurrency
+        self._limits = self.limits.model_dump(
+            include={"cpu_s", "memory_mb", "file_size_mb", "open_files"}
+        ) | {"processes": self._nproc}
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self._ids = itertools.count(1)
         self._zygote: _Zygote | None = None
         self._zygote_lock = asyncio.Lock()
+
+    @property
+    def summary(self) -> str:
+        """``"builtin: user+net namespaces (no network), landlock ABI 7 (...), rlimits"``."""
+        return f"{self.isolation}: {self.detail.split('; ')[0]}"
 
     async def __aenter__(self) -> Sandbox:
         await self._ensure_zygote()
@@ -306,28 +342,27 @@ class Sandbox:
             self._zygote = None
 
     async def run_tests(self, code: str, problem: Problem) -> ExecResult:
-        """Run ``problem.setup`` + ``code``, then each non-``answer`` test separately."""
+        """Run ``problem.setup`` + ``code`` in one process and each non-``answer`` test
+        separately in a judge process that calls the code's functions through pipes."""
         tests = [t for t in problem.tests if t.kind != "answer"]
         if not tests:
             setup = f"{problem.setup}\n" if problem.setup else ""
             return await self.run_code(setup + code)
-        payload = {
-            "mode": "tests",
+        candidate = {"setup": problem.setup, "code": code, "entry_point": problem.entry_point}
+        judge = {
             "setup": problem.setup,
-            "code": code,
             "entry_point": problem.entry_point,
             "tests": [
-                t.model_dump(include={"name", "kind", "args", "kwargs", "expected", "code"})
-                for t in tests
+                t.model_dump(include={"name", "kind", "args", "kwargs", "code"}) for t in tests
             ],
         }
-        raw, key = await self._execute(payload)
-        return _judge(raw, key, tests)
+        raw = await self._execute("tests", orjson.dumps(candidate), judge)
+        return _judge(raw, tests)
 
     async def run_code(self, code: str) -> ExecResult:
         """Run a script and capture its output; ``tests`` stays empty."""
-        raw, key = await self._execute({"mode": "code", "code": code})
-        return _judge(raw, key, None)
+        raw = await self._execute("code", None, {"code": code})
+        return _judge(raw, None)
 
     async def _ensure_zygote(self) -> _Zygote:
         async with self._zygote_lock:
@@ -335,49 +370,66 @@ class Sandbox:
                 if self._zygote is not None:
                     await self._zygote.close()
                     self._zygote = None
-                zygote = _Zygote(self.isolation, self._root)
+                zygote = _Zygote(self.isolation, self._root, self._limits)
                 await zygote.start()
                 self._zygote = zygote
             return self._zygote
 
-    async def _execute(self, payload: dict[str, Any]) -> tuple[_Raw, bytes]:
+    async def _execute(
+        self, mode: Literal["tests", "code"], candidate: bytes | None, signed: dict[str, Any]
+    ) -> _Raw:
+        """Run one execution: ``candidate`` to the code's process, ``signed`` (with a fresh
+        key) to the process that reports: the judge, or the script itself."""
         key = os.urandom(32)
-        data = orjson.dumps({**payload, "key": key.hex()})
+        reporter = orjson.dumps({**signed, "key": key.hex()})
         async with self._semaphore:
             uid = take_uid()
             try:
                 zygote = await self._ensure_zygote()
                 try:
-                    return await self._run(zygote, uid, data), key
+                    raw = await self._run(zygote, uid, mode, candidate, reporter)
                 except _WorkerDied:
-                    return _Raw(worker_died=True), key
+                    raw = _Raw(worker_died=True)
             finally:
                 give_back_uid(uid)
+        raw.key = key
+        return raw
 
-    async def _run(self, zygote: _Zygote, uid: int, data: bytes) -> _Raw:
+    async def _run(
+        self,
+        zygote: _Zygote,
+        uid: int,
+        mode: Literal["tests", "code"],
+        candidate: bytes | None,
+        reporter: bytes,
+    ) -> _Raw:
         loop = asyncio.get_running_loop()
         limits = self.limits
-        pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]
-        child_fds = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
-        overflow = asyncio.Event()
+        # code: [stdin, stdout, stderr, report]; tests: [stdin, stdout, stderr, tests, report]
+        count = 5 if mode == "tests" else 4
+        pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(count)]
+        ins = [0, 3] if mode == "tests" else [0]
+        child_fds = [pipes[i][0] if i in ins else pipes[i][1] for i in range(count)]
+        ours = [pipes[i][1] if i in ins else pipes[i][0] for i in range(count)]
+        raw = _Raw()
+        finished: asyncio.Future[None] = loop.create_future()
+
+        def finish(reason: Literal["timeout", "output-limit"] | None = None) -> None:
+            if not finished.done():
+                raw.killed_for = reason
+                finished.set_result(None)
+
         captures = [
-            _Capture(pipes[1][0], limits.output_bytes, overflow),
-            _Capture(pipes[2][0], limits.output_bytes, overflow),
-            _Capture(pipes[3][0], _REPORT_LIMIT, asyncio.Event()),
+            _Capture(ours[1], limits.output_bytes, lambda: finish("output-limit")),
+            _Capture(ours[2], limits.output_bytes, lambda: finish("output-limit")),
+            _Capture(ours[-1], _REPORT_LIMIT),
         ]
-        request = {
-            "uid": uid,
-            "limits": limits.model_dump(
-                include={"cpu_s", "memory_mb", "file_size_mb", "open_files"}
-            )
-            | {"processes": self._nproc},
-        }
         run_id = next(self._ids)
         started = time.perf_counter()
         try:
-            done_future = zygote.submit(run_id, request, child_fds)
+            done_future = zygote.submit(run_id, uid, mode, child_fds)
         except _WorkerDied:
-            for fd in (pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]):
+            for fd in ours:
                 os.close(fd)
             raise
         finally:
@@ -385,34 +437,37 @@ class Sandbox:
                 os.close(fd)
         for capture in captures:
             capture.start(loop)
-        writer = asyncio.ensure_future(_write_all(pipes[0][1], data))
-        raw = _Raw()
-        overflow_wait = asyncio.ensure_future(overflow.wait())
+        inputs = [reporter] if mode == "code" else [candidate or b"", reporter]
+        # Payloads that fit in the pipe are written at once; a task feeds the rest.
+        writers = [
+            asyncio.ensure_future(_write_all(ours[i], rest))
+            for i, data in zip(ins, inputs, strict=True)
+            if (rest := _write_now(ours[i], data))
+        ]
+        done_future.add_done_callback(lambda _: finish())
+        timer = loop.call_later(limits.timeout_s, finish, "timeout")
         try:
-            try:
-                async with asyncio.timeout(limits.timeout_s):
-                    await asyncio.wait({done_future, overflow_wait}, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                raw.killed_for = "timeout"
+            await finished
             if not done_future.done():
-                if raw.killed_for is None:
-                    raw.killed_for = "output-limit"
                 zygote.kill(run_id)
-            done = await asyncio.wait_for(done_future, _CLEANUP_TIMEOUT_S)
+                await asyncio.wait_for(done_future, _CLEANUP_TIMEOUT_S)
+            done = done_future.result()
             raw.duration_s = time.perf_counter() - started
-            await asyncio.wait_for(
-                asyncio.gather(*(c.eof for c in captures if c.eof)), _CLEANUP_TIMEOUT_S
-            )
+            if eofs := [c.eof for c in captures if c.eof is not None and not c.eof.done()]:
+                await asyncio.wait_for(asyncio.gather(*eofs), _CLEANUP_TIMEOUT_S)
         except TimeoutError:
             zygote.kill(run_id)
             raise _WorkerDied from None
         finally:
-            overflow_wait.cancel()
-            writer.cancel()
+            timer.cancel()
+            for writer in writers:
+                writer.cancel()
             for capture in captures:
                 capture.close(loop)
-        raw.exit_code, raw.signal = done["exit"], done["signal"]
-        raw.cpu_limit_hit = done["cpu_s"] >= limits.cpu_s
+        raw.exit_code, raw.signal = done.exit, done.signal
+        raw.cpu_limit_hit = done.cpu_s >= limits.cpu_s
+        raw.killed_by_cleanup = done.killed and raw.killed_for is None
+        raw.judge = done.judge
         out, err, report = captures
         raw.stdout, raw.stdout_truncated = bytes(out.data), out.truncated
         raw.stderr, raw.stderr_truncated = bytes(err.data), err.truncated
@@ -422,10 +477,24 @@ class Sandbox:
         return raw
 
 
-async def _write_all(fd: int, data: bytes) -> None:
-    """Feed the payload to the child's stdin without blocking the loop, then close it."""
-    loop = asyncio.get_running_loop()
+def _write_now(fd: int, data: bytes) -> bytes:
+    """Write what the pipe takes now; close it if that was all. What is left to write."""
     os.set_blocking(fd, False)
+    try:
+        written = os.write(fd, data) if data else 0
+    except BlockingIOError:
+        written = 0
+    except OSError:
+        written = len(data)  # the reader is gone: nothing more to do
+    if written == len(data):
+        os.close(fd)
+        return b""
+    return data[written:]
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    """Feed the rest of a payload without blocking the loop, then close the pipe."""
+    loop = asyncio.get_running_loop()
     view = memoryview(data)
     try:
         while view:
@@ -444,12 +513,12 @@ async def _write_all(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
-def _parse_report(raw: _Raw, key: bytes) -> _Report | None:
-    """The child's report if it is authentic and well-formed, else None."""
+def _parse_report(raw: _Raw) -> _Report | None:
+    """The report if it is authentic and well-formed, else None."""
     if raw.report_overflow or b"\n" not in raw.report:
         return None
     mac, body = raw.report.split(b"\n", 1)
-    expected = hmac.new(key, body, "sha256").hexdigest().encode()
+    expected = hmac.new(raw.key, body, "sha256").hexdigest().encode()
     if not hmac.compare_digest(mac, expected):
         return None
     try:
@@ -459,24 +528,26 @@ def _parse_report(raw: _Raw, key: bytes) -> _Report | None:
 
 
 def _test_results(report: _Report, tests: list[TestCase]) -> list[TestResult] | None:
-    """Per-test results, with ``io`` verdicts recomputed here; None if they do not add up."""
+    """Per-test results, ``io`` verdicts decided here; None if they do not add up."""
     if len(report.tests) != len(tests):
         return None
     results = []
     for got, test in zip(report.tests, tests, strict=True):
-        if got.name != test.name:
+        if got.name != test.name or (got.passed is None) != (test.kind == "io"):
             return None
-        passed = got.passed
+        expected = None
         if test.kind == "io":
-            equal = _harness.values_equal(got.value, test.expected)
-            passed = got.plain and got.error is None and equal
-            if got.passed != passed:
-                return None
+            expected = _wire.short_repr(test.expected)
+            passed = (
+                got.plain and got.error is None and _wire.values_equal(got.value, test.expected)
+            )
+        else:
+            passed = bool(got.passed)
         results.append(
             TestResult(
                 name=got.name,
                 passed=passed,
-                expected=got.expected,
+                expected=expected,
                 actual=got.actual,
                 error=got.error,
             )
@@ -489,23 +560,24 @@ def _memory_error(report: _Report) -> bool:
     return any(e is not None and e.startswith("MemoryError") for e in errors)
 
 
-def _judge(raw: _Raw, key: bytes, tests: list[TestCase] | None) -> ExecResult:
+def _judge(raw: _Raw, tests: list[TestCase] | None) -> ExecResult:
+    ended_by_us = raw.killed_by_cleanup and raw.judge == "done"
     result = ExecResult(
         status="error",
-        exit_code=raw.exit_code,
+        exit_code=0 if ended_by_us else raw.exit_code,
         stdout=raw.stdout.decode(errors="replace"),
         stderr=raw.stderr.decode(errors="replace"),
         stdout_truncated=raw.stdout_truncated,
         stderr_truncated=raw.stderr_truncated,
         duration_s=round(raw.duration_s, 6),
     )
-    status, error = _verdict(raw, key, tests, result)
+    status, error = _verdict(raw, tests, result)
     result.status, result.error = status, error
     return result
 
 
 def _verdict(
-    raw: _Raw, key: bytes, tests: list[TestCase] | None, result: ExecResult
+    raw: _Raw, tests: list[TestCase] | None, result: ExecResult
 ) -> tuple[ExecStatus, str | None]:
     if raw.worker_died:
         return "error", "the sandbox worker died during the execution"
@@ -513,26 +585,36 @@ def _verdict(
         return "timeout", "wall-clock timeout: the execution was killed"
     if raw.killed_for == "output-limit":
         return "output-limit", "output limit exceeded: the execution was killed"
-    if raw.signal is not None:
+    cpu_limit = raw.signal == signal.SIGXCPU or (raw.signal == signal.SIGKILL and raw.cpu_limit_hit)
+    # The cleanup only sends SIGKILL, to a candidate whose judge is done with it.
+    if raw.signal is not None and (cpu_limit or not raw.killed_by_cleanup or raw.signal != 9):
         name = _SIGNALS.get(raw.signal, f"signal {raw.signal}")
-        if raw.signal == signal.SIGXCPU or (raw.signal == signal.SIGKILL and raw.cpu_limit_hit):
+        if cpu_limit:
             # SIGXCPU at the soft CPU limit; SIGKILL at the hard one (soft + 1 s) if ignored.
             return "timeout", f"CPU time limit exceeded ({name})"
         return "killed", f"killed by {name}"
-    report = _parse_report(raw, key)
+    if raw.judge == "died":
+        return "error", "the judge process died during the execution"
+    report = _parse_report(raw)
     if report is None:
         if raw.report:
             return "error", _FORGED
         if tests is None:
             status: ExecStatus = "ok" if raw.exit_code == 0 else "error"
             return status, None if status == "ok" else f"exit status {raw.exit_code}"
-        return "error", f"the process exited (status {raw.exit_code}) before reporting results"
+        return "error", "the judge sent no report"
     if _memory_error(report):
         return "memory", report.error or "MemoryError"
     if tests is None:
         if report.phase != "done" or report.tests:
             return "error", _FORGED
         return ("ok", None) if raw.exit_code == 0 else ("error", report.error)
+    if report.channel == "garbled":
+        return "error", _GARBLED
+    if report.channel == "gone":
+        if raw.killed_by_cleanup and raw.signal == signal.SIGKILL:
+            return "error", "the program closed its channel to the tests"
+        return "error", f"the process exited (status {raw.exit_code}) before reporting results"
     if report.phase != "done":
         return "error", report.error
     results = _test_results(report, tests)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
+import platform
 import shutil
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tracegen.errors import SandboxError
 from tracegen.sandbox.base import IsolationChoice, IsolationInfo
@@ -16,8 +20,27 @@ from tracegen.sandbox.base import IsolationChoice, IsolationInfo
 UID_BASE = 3_000_000_000
 UIDS_PER_PROCESS = 256
 """As root, execution slot ``i`` of process ``pid`` runs under uid/gid
-``UID_BASE + pid * UIDS_PER_PROCESS + i``: no two live tracegen processes share a uid."""
-_free_slots = list(range(UIDS_PER_PROCESS - 1, -1, -1))
+``UID_BASE + pid * UIDS_PER_PROCESS + i``: no two live tracegen processes share a uid. The
+last slot is the judges': they never share a uid with the code they judge."""
+_free_slots = list(range(UIDS_PER_PROCESS - 2, -1, -1))
+CHOICES = ("auto", "bwrap", "builtin", "rlimit")
+SOURCES = ("_confine", "_wire", "_harness", "_zygote")
+"""The modules sent as source to ``python -I -S``, each importing only those before it."""
+_BOOT = """\
+import json, sys
+for name in ("tracegen", "tracegen.sandbox"):
+    sys.modules[name] = package = type(sys)(name)
+    package.__path__ = []
+for name, source in zip(sys.argv[2::2], sys.argv[3::2]):
+    sys.modules[name] = module = type(sys)(name)
+    exec(compile(source, "<" + name + ">", "exec"), module.__dict__)
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+config = json.loads(sys.argv[1])
+result = getattr(sys.modules[config["module"]], config["function"])(**config["kwargs"])
+if result is not None:
+    print(json.dumps(result))
+"""
 
 
 def take_uid() -> int:
@@ -31,8 +54,15 @@ def give_back_uid(uid: int) -> None:
     _free_slots.append((uid - UID_BASE) % UIDS_PER_PROCESS)
 
 
+def judge_uid(pid: int | None = None) -> int:
+    """The uid the judges of tracegen process ``pid`` (this one by default) run under as root."""
+    return (
+        UID_BASE + (os.getpid() if pid is None else pid) * UIDS_PER_PROCESS + UIDS_PER_PROCESS - 1
+    )
+
+
 def process_uids(pid: int | None = None) -> range:
-    """The uids the executions of tracegen process ``pid`` (this one by default) run under."""
+    """The uids the executions (and judges) of tracegen process ``pid`` run under as root."""
     first = UID_BASE + (os.getpid() if pid is None else pid) * UIDS_PER_PROCESS
     return range(first, first + UIDS_PER_PROCESS)
 
@@ -42,6 +72,11 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.
 ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
 _BWRAP_DETAIL = "bubblewrap: no network, read-only system directories, private /tmp, own PIDs"
 _RLIMIT_DETAIL = "rlimits and process-group kill only: no network or filesystem isolation"
+_INSTALL = (
+    "install bubblewrap (apt-get install bubblewrap / dnf install bubblewrap), or allow "
+    "unprivileged user namespaces and Landlock (Linux 5.13+), or pass --sandbox rlimit to "
+    "run generated code with resource limits only"
+)
 
 
 def running_as_root() -> bool:
@@ -129,19 +164,113 @@ def _uid_note() -> str:
     return "; executions run under your uid"
 
 
+def read_only_paths() -> list[str]:
+    """What generated code may read under Landlock: the system and the Python installation."""
+    return [*SYSTEM_DIRS, *_python_dirs()]
+
+
+def sandbox_command(function: str, **kwargs: Any) -> list[str]:
+    """``python -I -S`` running ``tracegen.sandbox.FUNCTION(**kwargs)`` from source, with the
+    modules of `SOURCES` up to the function's own."""
+    module, _, name = function.rpartition(".")
+    config = json.dumps({"module": module, "function": name, "kwargs": kwargs})
+    cmd = [python_executable(), "-I", "-S", "-c", _BOOT, config]
+    here = Path(__file__).parent
+    for source in SOURCES[: SOURCES.index(module.rpartition(".")[2]) + 1]:
+        cmd += [f"tracegen.sandbox.{source}", (here / f"{source}.py").read_text("utf-8")]
+    return cmd
+
+
+@dataclass(frozen=True)
+class BuiltinLayers:
+    """What the built-in isolation gets on this machine (see `tracegen.sandbox._confine`)."""
+
+    namespaces: str | None = None  # "user" (user + network) or "net" (root: network only)
+    landlock: int = 0  # the ABI version, 0 when unavailable
+    seccomp: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return self.namespaces is not None or self.landlock > 0
+
+    def describe(self) -> str:
+        parts = []
+        if self.namespaces == "user":
+            parts.append("user+net namespaces (no network)")
+        elif self.namespaces == "net":
+            parts.append("net namespace (no network)")
+        if self.landlock:
+            scope = ", no signals out" if self.landlock >= 6 else ""
+            parts.append(f"landlock ABI {self.landlock} (fs read-only except own dir{scope})")
+        if self.seccomp:
+            parts.append("seccomp (no unix sockets)")
+        return ", ".join([*parts, "rlimits"])
+
+    def zygote_config(self) -> dict[str, Any]:
+        return {
+            "namespaces": self.namespaces,
+            "landlock": self.landlock,
+            "seccomp": self.seccomp,
+            "read_only": read_only_paths(),
+        }
+
+
+@functools.cache
+def builtin_layers() -> BuiltinLayers:
+    """Try the built-in isolation once, in a throwaway interpreter (about 20 ms)."""
+    if platform.system() != "Linux":
+        return BuiltinLayers(problems=[f"{platform.system()} has no Linux namespaces or Landlock"])
+    cmd = sandbox_command("tracegen.sandbox._confine.probe", user=not running_as_root())
+    try:
+        done = subprocess.run(cmd, env=SAFE_ENV, capture_output=True, text=True, timeout=30)
+        found = json.loads(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+        return BuiltinLayers(problems=[f"the isolation probe failed: {e}"])
+    return BuiltinLayers(
+        namespaces=found["namespaces"],
+        landlock=found["landlock"],
+        seccomp=found["seccomp"],
+        problems=found["problems"],
+    )
+
+
 def detect_isolation(choice: IsolationChoice | str = "auto") -> IsolationInfo:
-    """What ``choice`` gives on this machine. Forcing ``bwrap`` where it is unusable raises."""
-    if choice not in ("auto", "bwrap", "rlimit"):
-        raise SandboxError(f"unknown sandbox {choice!r}: use auto, bwrap or rlimit")
+    """What ``choice`` gives on this machine, or a `SandboxError` saying what to install.
+
+    ``auto`` is bubblewrap where it runs, else the built-in isolation; where neither can
+    isolate network or files, only an explicit ``rlimit`` runs generated code.
+    """
+    if choice not in CHOICES:
+        raise SandboxError(f"unknown sandbox {choice!r}: use auto, bwrap, builtin or rlimit")
     if choice == "rlimit":
         return IsolationInfo(name="rlimit", detail=_RLIMIT_DETAIL + _uid_note())
-    bwrap, problem = _bwrap_problem()
-    if bwrap is not None:
-        return IsolationInfo(name="bwrap", detail=_BWRAP_DETAIL + _uid_note())
-    if choice == "bwrap":
-        raise SandboxError(f"--sandbox bwrap: {problem}")
-    warning = f"{problem}; generated code runs with rlimits only (no network/filesystem isolation)"
-    return IsolationInfo(name="rlimit", detail=_RLIMIT_DETAIL + _uid_note(), warning=warning)
+    why_not_bwrap = None
+    if choice in ("auto", "bwrap"):
+        bwrap, why_not_bwrap = _bwrap_problem()
+        if bwrap is not None:
+            return IsolationInfo(
+                name="bwrap",
+                detail=_BWRAP_DETAIL + _uid_note(),
+                network_isolated=True,
+                filesystem_isolated=True,
+            )
+        if choice == "bwrap":
+            raise SandboxError(f"--sandbox bwrap: {why_not_bwrap}")
+    layers = builtin_layers()
+    if not layers.usable:
+        reasons = "; ".join([*([why_not_bwrap] if why_not_bwrap else []), *layers.problems])
+        raise SandboxError(f"no isolation for generated code here ({reasons}): {_INSTALL}")
+    warning = None
+    if layers.problems:
+        warning = f"built-in isolation is partial: {'; '.join(layers.problems)}"
+    return IsolationInfo(
+        name="builtin",
+        detail=layers.describe() + _uid_note(),
+        warning=warning,
+        network_isolated=layers.namespaces is not None,
+        filesystem_isolated=layers.landlock > 0,
+    )
 
 
 def count_own_processes() -> int:

@@ -136,7 +136,7 @@ def verify_command(
 ) -> None:
     """Verify every solution of ``solutions``; failing solutions are results, not errors."""
     if sandbox not in get_args(IsolationChoice):
-        raise ConfigError(f"--sandbox must be auto, bwrap or rlimit, not {sandbox!r}")
+        raise ConfigError(f"--sandbox must be auto, bwrap, builtin or rlimit, not {sandbox!r}")
     by_id = {p.id: p for p in load_problems(problems)}
     check_solutions(solutions, by_id, problems)
     stdout, stderr = Console(), Console(stderr=True, highlight=False)

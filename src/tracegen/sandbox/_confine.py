@@ -1,0 +1,313 @@
+"""Kernel isolation without an external binary: namespaces, Landlock, seccomp, capabilities.
+
+Standard library only: the sandbox's zygote runs it under ``python -I -S`` (see
+`tracegen.sandbox._zygote`), and tracegen imports it to ask the kernel what it offers.
+
+- `enter_namespaces`: a private network namespace (no interface but a downed loopback: no
+  network at all) and IPC namespace; for a user without root, inside a new user namespace
+  that maps only their own uid and gid.
+- `Confinement`: built once in the zygote, applied by each freshly forked child, which then
+  makes only system calls with structures prepared in advance (a forked child pays for
+  every page of the parent it touches). It drops the capabilities a user namespace gave,
+  sets ``no_new_privs``, then Landlock: the child and its descendants may read and execute
+  only beneath the read-only paths and write only beneath their own directory; no TCP bind
+  or connect; no signal to, nor abstract unix socket of, a process outside their own
+  domain (so a program cannot kill or debug the judge, the zygote or tracegen). Last a
+  seccomp filter: ``socket(AF_UNIX, ...)`` and ``io_uring_setup`` fail, so sockets of the
+  host's services (D-Bus, Docker...) cannot be reached by path, which Landlock before
+  ABI 9 does not govern.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import struct
+from collections.abc import Iterable
+from typing import Any
+
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+READ_ONLY = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+_FS_V1 = (1 << 13) - 1  # execute ... make_sym
+_FS_REFER = 1 << 13  # ABI 2
+_FS_TRUNCATE = 1 << 14  # ABI 3
+_FS_IOCTL_DEV = 1 << 15  # ABI 5
+_FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+_NET_TCP = 0b11  # ABI 4: bind, connect
+_SCOPES = 0b11  # ABI 6: abstract unix sockets, signals
+
+_PR_SET_SECCOMP = 22
+_PR_SET_NO_NEW_PRIVS = 38
+_SECCOMP_MODE_FILTER = 2
+_AF_UNIX = 1
+_SECCOMP_ARCH = {
+    # machine: (AUDIT_ARCH, socket, io_uring_setup, the x32 bit to refuse or 0)
+    "x86_64": (0xC000003E, 41, 425, 0x40000000),
+    "aarch64": (0xC00000B7, 198, 425, 0),
+}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+class ConfineError(OSError):
+    """A confinement step the kernel refused."""
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise ConfineError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def enter_namespaces(*, user: bool) -> None:
+    """Move this (single-threaded) process into new network and IPC namespaces.
+
+    With ``user`` (needed without root) they live in a new user namespace where this
+    process keeps its uid and gid and holds capabilities only over those namespaces; its
+    children drop them (`Confinement`).
+    """
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWUSER if user else 0)
+    _check(_libc.unshare(flags), "unshare")
+    if user:
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers; 0 when it offers none."""
+    if platform.system() != "Linux" or platform.machine() not in _SECCOMP_ARCH:
+        return 0  # the system call numbers above are those of x86_64 and aarch64
+    version = _libc.syscall(
+        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+        None,
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION),
+    )
+    return max(int(version), 0)
+
+
+def seccomp_supported() -> bool:
+    return platform.system() == "Linux" and platform.machine() in _SECCOMP_ARCH
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def _seccomp_program() -> bytes:
+    """Refuse (EPERM) ``socket(AF_UNIX, ...)``, ``io_uring_setup`` and foreign-ABI calls."""
+    arch, nr_socket, nr_io_uring, x32 = _SECCOMP_ARCH[platform.machine()]
+    ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
+    program = [
+        _bpf(ld_w_abs, 4),  # arch
+        _bpf(jeq_k, arch, jt=1),
+        _bpf(ret_k, deny),
+        _bpf(ld_w_abs, 0),  # syscall number
+        _bpf(jge_k, x32 or 0xFFFFFFFF, jt=0, jf=1),
+        _bpf(ret_k, deny),
+        _bpf(jeq_k, nr_io_uring, jt=0, jf=1),
+        _bpf(ret_k, deny),
+        _bpf(jeq_k, nr_socket, jt=0, jf=3),
+        _bpf(ld_w_abs, 16),  # low half of the first argument: the address family
+        _bpf(jeq_k, _AF_UNIX, jt=0, jf=1),
+        _bpf(ret_k, deny),
+        _bpf(ret_k, allow),
+    ]
+    return b"".join(program)
+
+
+class Confinement:
+    """The built-in isolation of one kind of child, prepared before any fork.
+
+    ``landlock``: the ABI to use (0: none); ``read_only``: ``O_PATH`` fds of directories to
+    read and execute beneath; ``files``: ``(O_PATH fd, FS_* rights)`` of single files;
+    ``seccomp``: install the socket filter; ``drop_caps``: empty the capability sets (under
+    a user namespace). With nothing asked for, `apply` only sets ``no_new_privs``.
+    """
+
+    def __init__(
+        self,
+        *,
+        landlock: int = 0,
+        read_only: Iterable[int] = (),
+        files: Iterable[tuple[int, int]] = (),
+        seccomp: bool = False,
+        drop_caps: bool = False,
+    ) -> None:
+        self.landlock = landlock
+        self.seccomp = seccomp
+        self.drop_caps = drop_caps
+        self._keep: list[Any] = []  # buffers the prepared pointers point into
+        self._syscall = _libc.syscall
+        self._prctl = _libc.prctl
+        self._capset = _libc.capset
+        self._caps = (ctypes.byref(_CapHeader(0x20080522, 0)), (_CapData * 2)())
+        self._nnp = [ctypes.c_ulong(x) for x in (_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)]
+        if landlock:
+            fs = self._handled_fs(landlock)
+            if landlock >= 6:
+                attr = struct.pack("=QQQ", fs, _NET_TCP, _SCOPES)
+            elif landlock >= 4:
+                attr = struct.pack("=QQ", fs, _NET_TCP)
+            else:
+                attr = struct.pack("=Q", fs)
+            buffer = ctypes.create_string_buffer(attr, len(attr))
+            self._create = (
+                ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+                buffer,
+                ctypes.c_size_t(len(attr)),
+                ctypes.c_uint32(0),
+            )
+            rules = [_PathBeneath(READ_ONLY & fs, fd) for fd in read_only]
+            rules += [_PathBeneath(access & _FILE_ONLY & fs, fd) for fd, access in files]
+            self._own = _PathBeneath(fs, -1)
+            self._proc = _PathBeneath(READ_ONLY & fs, -1)
+            self._rules = [ctypes.byref(rule) for rule in [*rules, self._own, self._proc]]
+            self._keep += [buffer, rules]
+            self._add = ctypes.c_long(_SYS_LANDLOCK_ADD_RULE)
+            self._restrict = ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF)
+            self._beneath = ctypes.c_uint32(_LANDLOCK_RULE_PATH_BENEATH)
+            self._zero = ctypes.c_uint32(0)
+        if seccomp:
+            program = _seccomp_program()
+            filters = ctypes.create_string_buffer(program, len(program))
+            fprog = _SockFprog(len(program) // 8, ctypes.addressof(filters))
+            self._keep += [filters, fprog]
+            zero = ctypes.c_ulong(0)
+            self._seccomp = (
+                ctypes.c_int(_PR_SET_SECCOMP),
+                ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+                ctypes.byref(fprog),
+                zero,
+                zero,
+            )
+
+    @staticmethod
+    def _handled_fs(abi: int) -> int:
+        handled = _FS_V1
+        if abi >= 2:
+            handled |= _FS_REFER
+        if abi >= 3:
+            handled |= _FS_TRUNCATE
+        if abi >= 5:
+            handled |= _FS_IOCTL_DEV
+        return handled
+
+    def apply(self, own_dir_fd: int = -1, proc_fd: int = -1) -> None:
+        """Confine the calling (single-threaded) process and its future children.
+
+        ``own_dir_fd`` and ``proc_fd`` (``O_PATH``) are the directory it may write in and
+        its ``/proc/PID`` entry; only system calls happen here. Raises `ConfineError`.
+        """
+        if self.drop_caps:
+            _check(self._capset(*self._caps), "capset")
+        _check(self._prctl(*self._nnp), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if self.landlock:
+            ruleset = _check(self._syscall(*self._create), "landlock_create_ruleset")
+            try:
+                self._own.parent_fd, self._proc.parent_fd = own_dir_fd, proc_fd
+                rules = self._rules if proc_fd >= 0 else self._rules[:-2]
+                for rule in rules:
+                    _check(
+                        self._syscall(self._add, ruleset, self._beneath, rule, self._zero),
+                        "landlock_add_rule",
+                    )
+                _check(self._syscall(self._restrict, ruleset, self._zero), "landlock_restrict")
+            finally:
+                os.close(ruleset)
+        if self.seccomp:
+            _check(self._prctl(*self._seccomp), "seccomp")
+
+
+# ------------------------------------------------------------------ what works here
+
+
+def probe(*, user: bool) -> dict[str, object]:
+    """Try each layer on this (throwaway) process; what worked and why the others did not."""
+    import socket
+
+    found: dict[str, object] = {"namespaces": None, "landlock": 0, "seccomp": False}
+    problems: list[str] = []
+    try:
+        enter_namespaces(user=user)
+        with socket.socket() as s:
+            try:
+                s.connect(("127.0.0.1", 9))
+            except OSError as e:
+                if e.errno not in (errno.ENETUNREACH, errno.EADDRNOTAVAIL):
+                    raise ConfineError(e.errno, f"network still reachable: {e.strerror}") from None
+        found["namespaces"] = "user" if user else "net"
+    except OSError as e:
+        problems.append(f"no {'user+' if user else ''}network namespace ({e})")
+    abi = landlock_abi()
+    if not abi:
+        problems.append("no Landlock (Linux 5.13+ with Landlock enabled)")
+    secure = seccomp_supported()
+    try:
+        Confinement(landlock=abi, seccomp=secure, drop_caps=user).apply()
+    except OSError as e:
+        problems.append(f"confinement refused ({e})")
+        return {**found, "problems": problems}
+    if abi:
+        try:
+            os.listdir("/")
+            problems.append("Landlock did not confine the filesystem")
+        except PermissionError:
+            found["landlock"] = abi
+    if secure:
+        try:
+            socket.socket(socket.AF_UNIX).close()
+            problems.append("seccomp did not refuse unix sockets")
+        except PermissionError:
+            found["seccomp"] = True
+    else:
+        problems.append(f"no seccomp filter for {platform.machine()}")
+    return {**found, "problems": problems}

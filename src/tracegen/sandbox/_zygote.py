@@ -1,0 +1,685 @@
+"""The sandbox's zygote: a warm interpreter that forks every execution. Standard library only.
+
+It never runs generated code itself. It starts under ``python -I -S`` (inside bubblewrap,
+or after entering its own namespaces for the built-in isolation), preloads the standard
+library and, for each request from tracegen, forks:
+
+- a **candidate** process (or, for `Sandbox.run_code`, a script process) that starts a new
+  session, takes its pipes, applies the rlimits, moves into a fresh working directory,
+  drops to the slot's unprivileged uid, is confined (Landlock, seccomp) and only then
+  reads the code (`tracegen.sandbox._harness`);
+- for tests, the execution is handed to a **judge**: a long-lived process of its own
+  (another uid when running as root, its own Landlock domain, not dumpable) that holds the
+  tests and calls the candidate through pipes. A judge serves one execution at a time and
+  is replaced when killed or after `JUDGE_RUNS` executions.
+
+When the judge is done (or the script has exited), every process left of the execution is
+killed and its directory removed before tracegen is told the execution is over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import hmac
+import importlib
+import importlib.machinery
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tracegen.sandbox import _confine, _harness
+
+PRELOAD = [
+    "bisect",
+    "collections",
+    "dataclasses",
+    "decimal",
+    "fractions",
+    "functools",
+    "heapq",
+    "itertools",
+    "operator",
+    "random",
+    "re",
+    "statistics",
+    "string",
+    "typing",
+]
+JUDGE_RUNS = 1000
+"""A judge is replaced after this many executions, so nothing accumulates in it for long."""
+PROBER_TIMEOUT_S = 2.0
+"""A prober that has not answered for this long is killed and replaced (it may be stopped)."""
+_PROBER_PRIVILEGED = 72
+_NOBODY = 65534
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+_MB = 1024 * 1024
+_FD = struct.Struct("i")
+_FDS4 = struct.Struct("4i")
+_SIGCHLD = int(signal.SIGCHLD)
+_signal = importlib.import_module("_signal")  # `signal.signal` without its enum wrapping
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+# ------------------------------------------------------------------ the uid cleanup helper
+
+
+def _only_process_of_uid() -> bool:
+    """Kill every other process of the uid, then ask the kernel whether any is left.
+
+    Under ``RLIMIT_NPROC`` 2 a clone succeeds only while the caller is its real uid's only
+    process (zombies count until reaped). The clone is ``posix_spawn``'s vfork-like one,
+    and exec of ``""`` fails at once, so a success costs microseconds.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+    try:
+        pid = os.posix_spawn("", ["probe"], {})
+    except FileNotFoundError:
+        return True
+    except BlockingIOError:
+        return False
+    os.waitpid(pid, 0)
+    return False
+
+
+def _prober(sock: socket.socket) -> None:
+    """Serve requests ``uid`` -> the same ``uid`` once that uid has no process left.
+
+    It takes the uid as its real and effective uid only, keeping root as saved uid to come
+    back: processes of the uid can signal it (the zygote replaces it if they kill or stop
+    it) but cannot ptrace or otherwise change it, and its ``kill(-1)`` reaches only them.
+    """
+    signal.set_wakeup_fd(-1)
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    os.closerange(3, sock.fileno())
+    os.closerange(sock.fileno() + 1, 1 << 20)
+    resource.setrlimit(resource.RLIMIT_NPROC, (2, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
+    os.setresuid(_NOBODY, _NOBODY, 0)
+    with contextlib.suppress(PermissionError):
+        os.kill(os.getppid(), 0)
+        os._exit(_PROBER_PRIVILEGED)  # its kill(-1) under a uid would hit the zygote
+    os.setresuid(0, 0, 0)
+    while data := sock.recv(64):
+        uid = int(data)
+        os.setresuid(uid, uid, 0)
+        while not _only_process_of_uid():
+            time.sleep(0.0005)
+        os.setresuid(0, 0, 0)
+        sock.send(data)
+
+
+# ------------------------------------------------------------------ imports through a handle
+
+
+def _reroot(path: Any, old: str, new: str) -> Any:
+    if type(path) is str and (path == old or path.startswith(old + "/")):
+        return new + path[len(old) :]
+    return path
+
+
+def reroot_imports(old: str, new: str) -> list[str]:
+    """Point every path the import system holds under ``old`` under ``new``; the package dirs.
+
+    Besides ``sys.path`` and the prefixes, the modules already loaded keep their package
+    directories and loader paths: submodules imported later (``encodings.idna`` for a codec
+    lookup) and package resources must be found through ``new`` too, and tracebacks read
+    the source lines of these modules through their loaders.
+    """
+    sys.path[:] = [_reroot(p, old, new) for p in sys.path]
+    for name in ("prefix", "exec_prefix", "base_prefix", "base_exec_prefix", "_stdlib_dir"):
+        setattr(sys, name, _reroot(getattr(sys, name), old, new))
+    sys.path_importer_cache.clear()
+    packages: dict[str, None] = {}
+    for module in list(sys.modules.values()):
+        spec = getattr(module, "__spec__", None)
+        loader = getattr(module, "__loader__", None)
+        for owner, attr in (
+            (module, "__file__"),
+            (module, "__cached__"),
+            (spec, "origin"),
+            (spec, "cached"),
+            (loader, "path"),
+        ):
+            value = getattr(owner, attr, None)
+            if (moved := _reroot(value, old, new)) is not value:
+                setattr(owner, attr, moved)
+        for locations in (
+            module.__dict__.get("__path__"),
+            getattr(spec, "submodule_search_locations", None),
+        ):
+            if type(locations) is list:
+                locations[:] = [_reroot(p, old, new) for p in locations]
+                packages.update(dict.fromkeys(locations))
+    return list(packages)
+
+
+def _high_fd(fd: int) -> int:
+    """``fd`` moved clear of the low numbers children use (closed on exec)."""
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
+    os.close(fd)
+    return high
+
+
+# ------------------------------------------------------------------ confinement
+
+
+def _confinement(config: dict[str, Any]) -> tuple[_confine.Confinement, set[int]]:
+    """The built-in isolation's `Confinement` (nothing but ``no_new_privs`` under bwrap or
+    rlimit) and the ``O_PATH`` fds its rules name, which children close once confined."""
+    abi = int(config.get("landlock", 0))
+    read_only: list[int] = []
+    files: list[tuple[int, int]] = []
+    if abi:
+        for path in config["read_only"]:
+            try:
+                fd = _high_fd(os.open(path, os.O_PATH))
+            except OSError:
+                continue
+            if os.path.isdir(path):
+                read_only.append(fd)
+            else:
+                files.append((fd, _confine.FS_READ_FILE | _confine.FS_EXECUTE))
+        for path, write in (("/dev/null", True), ("/dev/zero", False), ("/dev/urandom", False)):
+            with contextlib.suppress(OSError):
+                access = _confine.FS_READ_FILE | (_confine.FS_WRITE_FILE if write else 0)
+                files.append((_high_fd(os.open(path, os.O_PATH)), access))
+    confinement = _confine.Confinement(
+        landlock=abi,
+        read_only=read_only,
+        files=files,
+        seccomp=bool(config.get("seccomp")),
+        drop_caps=config.get("namespaces") == "user",
+    )
+    return confinement, {*read_only, *(fd for fd, _ in files)}
+
+
+# ------------------------------------------------------------------ the zygote
+
+
+class _Run:
+    __slots__ = (
+        "cpu_s",
+        "id",
+        "judge",
+        "judge_state",
+        "killed",
+        "pid",
+        "status",
+        "uid",
+        "workdir",
+    )
+
+    def __init__(self, run_id: int, uid: int, workdir: str) -> None:
+        self.id, self.uid, self.workdir = run_id, uid, workdir
+        self.pid = -1
+        self.status: int | None = None
+        self.cpu_s = 0.0
+        self.killed = False
+        self.judge: _Judge | None = None
+        self.judge_state: str | None = None  # "busy", "done" or "died"
+
+
+class _Judge:
+    __slots__ = ("pid", "run", "served", "sock", "workdir")
+
+    def __init__(self, pid: int, sock: socket.socket, workdir: str) -> None:
+        self.pid, self.sock, self.workdir = pid, sock, workdir
+        self.run: _Run | None = None
+        self.served = 0
+
+
+class Zygote:
+    """Forks one child per request and reports each once nothing of it is left.
+
+    Its loop is lean on purpose: after every fork each page of the zygote it writes to is
+    copied (or at least faulted), so requests and reports are short text messages, not
+    JSON, and the loop polls epoll directly and learns of exits from SIGCHLD.
+    """
+
+    def __init__(self, sock: socket.socket, config: dict[str, Any]) -> None:
+        self.sock = sock
+        self.drop = bool(config["drop"])
+        self.judge_uid = int(config["judge_uid"]) if self.drop else -1
+        self.workbase = config["workbase"]
+        self.limits: dict[str, int] = config["limits"]
+        os.environ.clear()
+        os.environ.update(config["env"])
+        self.prefix_fd = -1
+        if config["remap_prefix"]:
+            # The children's uid cannot traverse to the interpreter (a pyenv under /root):
+            # they import through this directory fd instead, with the finders warmed here.
+            self.prefix_fd = _high_fd(os.open(sys.base_prefix, os.O_RDONLY | os.O_DIRECTORY))
+            packages = reroot_imports(sys.base_prefix, f"/proc/self/fd/{self.prefix_fd}")
+            importlib.machinery.PathFinder.find_spec("_tracegen_warm_finders", sys.path + packages)
+        self.confinement, self.confined_fds = _confinement(config.get("confine") or {})
+        self.devnull = _high_fd(os.open(os.devnull, os.O_RDWR))
+        # Children set these three in place (see `_child`), without os.environ's machinery.
+        os.environ.update(HOME="/", TMPDIR="/", PWD="/")
+        self.putenv, self.environ = os.putenv, getattr(os.environ, "_data", {})
+        self.keep = {self.prefix_fd, *self.confined_fds} - {-1}
+        # Orphans of an execution become our children, so they are reaped, not left as zombies
+        # that keep counting against the slot's process limit.
+        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        self.epoll = select.epoll()
+        self.handlers: dict[int, Callable[[], None]] = {}
+        self._watch(sock.fileno(), self._on_request)
+        self._watch(self.wake_r, self._on_wake)
+        self.ancillary = socket.CMSG_SPACE(8 * _FD.size)
+        self.runs: dict[int, _Run] = {}
+        self.by_pid: dict[int, _Run] = {}
+        self.judges: dict[int, _Judge] = {}
+        self.idle: list[_Judge] = []
+        self.closing = False
+        self.prober: dict[str, Any] | None = None
+        self.emptying: dict[int, int] = {}
+        self.deadline: float | None = None
+
+    def _watch(self, fd: int, handler: Callable[[], None]) -> None:
+        self.epoll.register(fd, select.EPOLLIN)
+        self.handlers[fd] = handler
+
+    def _unwatch(self, fd: int) -> None:
+        if self.handlers.pop(fd, None) is not None:
+            self.epoll.unregister(fd)
+
+    def serve(self) -> None:
+        """Until tracegen hangs up and every execution is over and cleaned up."""
+        self.sock.send(b"ready")
+        poll, handlers = self.epoll.poll, self.handlers
+        while self.runs or not self.closing:
+            timeout = -1.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0)
+            for fd, _ in poll(timeout):
+                handler = handlers.get(fd)
+                if handler is not None:
+                    handler()
+            self._reap()
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.deadline = None
+                if self.prober is not None:
+                    os.kill(self.prober["pid"], signal.SIGKILL)
+        for judge in list(self.judges.values()):
+            self._drop_judge(judge)
+
+    def _on_wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.read(self.wake_r, 4096)
+
+    def _reap(self) -> None:
+        """Handle every child that has ended (SIGCHLD woke us), without reaping it yet."""
+        if self.prober is not None:
+            # Stopped by a process of the uid it was emptying: replace it now.
+            with contextlib.suppress(ChildProcessError):
+                if os.waitid(os.P_PID, self.prober["pid"], os.WSTOPPED | os.WNOHANG):
+                    os.kill(self.prober["pid"], signal.SIGKILL)
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            pid = info.si_pid
+            if pid in self.by_pid:
+                self._on_exit(self.by_pid[pid])
+            elif pid in self.judges:
+                self._on_judge_exit(self.judges[pid])
+            elif self.prober is not None and pid == self.prober["pid"]:
+                self._on_prober_exit()
+            else:
+                os.waitpid(pid, 0)
+
+    def _on_request(self) -> None:
+        """``run ID UID MODE`` with the execution's pipes, or ``kill ID``."""
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(256, self.ancillary)
+        except OSError:
+            data, ancillary = b"", []
+        fds: list[int] = []
+        for _, _, payload in ancillary:
+            fds += memoryview(payload)[: len(payload) - len(payload) % _FD.size].cast("i")
+        words = data.split()
+        if not words:
+            for fd in fds:
+                os.close(fd)
+            self._close()
+        elif words[0] == b"kill":
+            run = self.runs.get(int(words[1]))
+            if run is not None:
+                self._kill(run)
+        else:
+            self._start(int(words[1]), int(words[2]), words[3] == b"tests", fds)
+
+    def _close(self) -> None:
+        self.closing = True
+        self._unwatch(self.sock.fileno())
+        for run in self.runs.values():
+            self._kill(run)
+
+    def _kill(self, run: _Run) -> None:
+        """Kill what is left of ``run``: its process group and the judge serving it."""
+        if run.status is None:
+            run.killed = True
+            self._kill_group(run.pid)
+        if run.judge is not None and run.judge_state == "busy":
+            self._on_judge_exit(run.judge)
+
+    # ---------------------------------------------------------------- starting children
+
+    def _start(self, run_id: int, uid: int, tests: bool, fds: list[int]) -> None:
+        run = _Run(run_id, uid, f"{self.workbase}/run-{run_id}")
+        os.mkdir(run.workdir, 0o700)
+        if self.drop:
+            os.chown(run.workdir, uid, uid)
+        if tests:
+            # fds: candidate's stdin, stdout, stderr; judge's tests, report.
+            calls_r, calls_w = os.pipe2(os.O_CLOEXEC)
+            answers_r, answers_w = os.pipe2(os.O_CLOEXEC)
+            child_fds = [fds[0], fds[1], fds[2], answers_w, calls_r]
+            judge_fds = [fds[3], fds[4], calls_w, answers_r]
+            run.judge = self._take_judge()
+            role = _harness.serve_candidate
+        else:
+            child_fds, judge_fds, role = fds, [], _harness.script
+        run.pid = self._fork(child_fds, uid, run.workdir, role)
+        for fd in child_fds:
+            os.close(fd)
+        self.runs[run_id] = run
+        self.by_pid[run.pid] = run
+        if run.judge is not None:
+            run.judge_state = "busy"
+            run.judge.run = run
+            try:
+                run.judge.sock.sendmsg(
+                    [b"%d" % run_id],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _FDS4.pack(*judge_fds))],
+                )
+            except OSError:
+                self._on_judge_exit(run.judge)
+            for fd in judge_fds:
+                os.close(fd)
+
+    def _fork(self, fds: list[int], uid: int, workdir: str, role: Any) -> int:
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                self._child(fds, uid, workdir, judge=False)
+                code = role()
+            finally:
+                os._exit(code)
+        return pid
+
+    def _child(self, fds: list[int], uid: int, workdir: str, *, judge: bool) -> None:
+        # Everything a child runs before the generated code is a system call or close to one:
+        # each page of the zygote it touches costs a copy (measured: ~5 us per page here).
+        os.setsid()
+        for target, fd in enumerate([fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]):
+            os.dup2(fd, target)
+        keep = sorted({*range(len(fds)), *self.keep})
+        for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
+            os.closerange(low + 1, high)
+        mb, limits = _MB, self.limits
+        rlimits = [
+            (resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+            (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
+            (resource.RLIMIT_NPROC, limits["processes"], limits["processes"]),
+            (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
+            (resource.RLIMIT_CORE, 0, 0),
+        ]
+        if not judge:  # a judge lives across executions; the wall-clock timeout bounds it
+            rlimits.append((resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1))
+        for name, soft, hard in rlimits:
+            resource.setrlimit(name, (soft, hard))
+        os.chdir(workdir)
+        if self.drop:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        if self.confinement.landlock:
+            own = os.open(workdir, os.O_PATH | os.O_CLOEXEC)
+            proc = os.open("/proc/self", os.O_PATH | os.O_CLOEXEC)
+            self.confinement.apply(own, proc)
+            os.close(own)
+            os.close(proc)
+        else:
+            self.confinement.apply()
+        for fd in self.confined_fds:
+            os.close(fd)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if judge:
+            _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        if os.getppid() == 1:
+            os._exit(70)
+        signal.set_wakeup_fd(-1)
+        _signal.signal(_SIGCHLD, _signal.SIG_DFL)  # SIGXFSZ and SIGINT: set in `main`
+        path = workdir.encode()
+        for key in (b"HOME", b"TMPDIR", b"PWD"):
+            self.putenv(key, path)
+            self.environ[key] = path
+
+    def _kill_group(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
+    # ---------------------------------------------------------------- judges
+
+    def _take_judge(self) -> _Judge:
+        if self.idle:
+            return self.idle.pop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        workdir = os.path.join(self.workbase, f"judge-{len(self.judges)}-{time.monotonic_ns()}")
+        os.mkdir(workdir, 0o700)
+        if self.drop:
+            os.chown(workdir, self.judge_uid, self.judge_uid)
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                self._child([self.devnull, self.devnull, self.devnull, theirs.fileno()],
+                            self.judge_uid, workdir, judge=True)  # fmt: skip
+                _serve_judge(socket.socket(fileno=3))
+                code = 0
+            finally:
+                os._exit(code)
+        theirs.close()
+        ours.setblocking(False)
+        judge = _Judge(pid, ours, workdir)
+        self.judges[pid] = judge
+        self._watch(ours.fileno(), lambda: self._on_judge_message(judge))
+        return judge
+
+    def _on_judge_message(self, judge: _Judge) -> None:
+        try:
+            data = judge.sock.recv(64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._on_judge_exit(judge)
+            return
+        run, judge.run = judge.run, None
+        judge.served += 1
+        if judge.served >= JUDGE_RUNS:
+            self._drop_judge(judge)
+        else:
+            self.idle.append(judge)
+        if run is not None:
+            self._judged(run, "done")
+
+    def _on_judge_exit(self, judge: _Judge) -> None:
+        run, judge.run = judge.run, None
+        self._drop_judge(judge)
+        if run is not None:
+            self._judged(run, "died")
+
+    def _judged(self, run: _Run, state: str) -> None:
+        """The judge of ``run`` is done (or dead): end the candidate, then clean up."""
+        if run.judge_state != "busy":
+            return
+        run.judge_state = state
+        if run.status is None:
+            with contextlib.suppress(ChildProcessError):
+                ended = os.waitid(os.P_PID, run.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                run.killed = ended is None  # else its own end is waiting to be reaped
+            self._kill_group(run.pid)
+        else:
+            self._cleanup(run)
+
+    def _drop_judge(self, judge: _Judge) -> None:
+        """Kill ``judge``, reap it and forget it (its execution is the caller's business)."""
+        if self.judges.pop(judge.pid, None) is None:
+            return
+        if judge in self.idle:
+            self.idle.remove(judge)
+        with contextlib.suppress(OSError):
+            os.kill(judge.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(judge.pid, 0)
+        self._unwatch(judge.sock.fileno())
+        judge.sock.close()
+        shutil.rmtree(judge.workdir, ignore_errors=True)
+
+    # ---------------------------------------------------------------- ending executions
+
+    def _on_exit(self, run: _Run) -> None:
+        _, status, usage = os.wait4(run.pid, 0)
+        del self.by_pid[run.pid]
+        run.status = status
+        run.cpu_s = usage.ru_utime + usage.ru_stime
+        if run.judge is None or run.judge_state != "busy":
+            self._cleanup(run)
+
+    def _cleanup(self, run: _Run) -> None:
+        """The execution is over: kill what is left of its uid (or group), then report it."""
+        self._kill_group(run.pid)
+        if self.drop:
+            self.emptying[run.uid] = run.id
+            self._ask_prober(run.uid)
+        else:
+            self._finish(run.id)
+
+    def _ask_prober(self, uid: int) -> None:
+        if self.prober is None:
+            self._spawn_prober()
+        assert self.prober is not None
+        with contextlib.suppress(OSError):  # a dying prober: its replacement is asked again
+            self.prober["sock"].send(str(uid).encode())
+        if self.deadline is None:
+            self.deadline = time.monotonic() + PROBER_TIMEOUT_S
+
+    def _spawn_prober(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _prober(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        ours.setblocking(False)
+        self.prober = {"pid": pid, "sock": ours}
+        self._watch(ours.fileno(), self._on_prober_answer)
+
+    def _on_prober_answer(self) -> None:
+        assert self.prober is not None
+        try:
+            data = self.prober["sock"].recv(64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._on_prober_exit()
+            return
+        run_id = self.emptying.pop(int(data), None)
+        self.deadline = time.monotonic() + PROBER_TIMEOUT_S if self.emptying else None
+        if run_id is not None:
+            self._finish(run_id)
+
+    def _on_prober_exit(self) -> None:
+        """The prober died (killed by a process it was emptying, or stalled): replace it."""
+        prober, self.prober = self.prober, None
+        assert prober is not None
+        os.kill(prober["pid"], signal.SIGKILL)
+        _, status = os.waitpid(prober["pid"], 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _PROBER_PRIVILEGED:
+            raise SystemExit("the prober keeps its capabilities under an unprivileged uid")
+        self._unwatch(prober["sock"].fileno())
+        prober["sock"].close()
+        self.deadline = None
+        for uid in self.emptying:
+            self._ask_prober(uid)
+
+    def _finish(self, run_id: int) -> None:
+        run = self.runs.pop(run_id)
+        try:
+            os.rmdir(run.workdir)
+        except OSError:
+            shutil.rmtree(run.workdir, ignore_errors=True)
+        status = run.status
+        assert status is not None
+        exited, code = os.WIFEXITED(status), os.WEXITSTATUS(status)
+        done = "done %d %s %s %.6f %d %s" % (  # noqa: UP031 (plain C formatting: see the class)
+            run_id,
+            code if exited else "-",
+            "-" if exited else os.WTERMSIG(status),
+            run.cpu_s,
+            run.killed,
+            run.judge_state or "-",
+        )
+        with contextlib.suppress(OSError):
+            self.sock.send(done.encode())
+
+
+def _serve_judge(sock: socket.socket) -> None:
+    """A judge's life: one execution per message from the zygote, until it hangs up."""
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 64, 4)
+        except OSError:
+            return
+        if not data:
+            return
+        try:
+            if len(fds) == 4:
+                _harness.judge_one(fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        sock.send(data)
+
+
+def main(config: dict[str, Any]) -> None:
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # for the children: a write fails instead
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    confine = config.get("confine") or {}
+    if confine.get("namespaces"):
+        _confine.enter_namespaces(user=confine["namespaces"] == "user")
+    for name in PRELOAD:
+        __import__(name)
+    hmac.new(b"warm", b"up", "sha256").hexdigest()  # OpenSSL's lazy set-up, done once here
+    if config["drop"]:
+        os.chmod(config["workbase"], 0o711)
+    sock = socket.socket(fileno=config["fd"])
+    zygote = Zygote(sock, config)
+    gc.collect()
+    gc.freeze()  # children inherit these objects without the collector touching their pages
+    zygote.serve()
