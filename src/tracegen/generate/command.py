@@ -35,6 +35,9 @@ async def _run(settings: RunSettings) -> int:
     )
     generation = settings.generation()
     plan = Plan(problems, generation, system_prompt, settings.num_samples, settings.seed)
+    for path in (settings.output, settings.rejects):
+        if path is not None and (warning := special_file_warning(path)):
+            reporter.warn(warning)
     files = RunFiles(
         settings.output,
         settings.rejects,
@@ -43,9 +46,6 @@ async def _run(settings: RunSettings) -> int:
         overwrite=settings.overwrite,
         warn=reporter.warn,
     )
-    for path in (settings.output, settings.rejects):
-        if path is not None and (warning := special_file_warning(path)):
-            reporter.warn(warning)
     try:
         stats.total = plan.count(files.done)
         stats.skipped = plan.size - stats.total
