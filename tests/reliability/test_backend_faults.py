@@ -22,8 +22,8 @@ from tests.reliability.conftest import (
     run_args,
     tracegen,
 )
+from tracegen.generate.executor import MAX_PUT_BACKS
 from tracegen.generate.plan import episode_seed
-from tracegen.generate.scheduler import MAX_PUT_BACKS
 
 FAULTS = [
     Fault("status", 503),

@@ -17,7 +17,7 @@ from tests.runner.conftest import (
     read,
     solver,
 )
-from tracegen.generate import scheduler as runner
+from tracegen.generate import executor
 from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
@@ -205,7 +205,7 @@ def test_episodes_caught_in_a_short_outage_run_again_instead_of_failing(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(runner, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=30))
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=30))
     model.fail_next(*[Fault("status", 503)] * 10)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 0, result.output
@@ -226,5 +226,5 @@ def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
     [failed] = read(workspace.rejects)
     assert (failed["problem_id"], failed["error"]["reason"]) == ("p7", "server_error")
     asked = [body for path, body, _ in model.requests if path == "/api/chat"]
-    assert sum(problem_number(body) == 7 for body in asked) == 1 + runner.MAX_PUT_BACKS
+    assert sum(problem_number(body) == 7 for body in asked) == 1 + executor.MAX_PUT_BACKS
     assert len(read(workspace.out)) == 11
