@@ -80,6 +80,9 @@ class RunSettings(GenerationSettings):
     overwrite: bool = False
     sandbox: Literal["auto", "bwrap", "rlimit"] = "auto"
     require_logprobs: bool = False
+    shard: str | None = Field(default=None, description="I/N, auto or auto/N: one part of the plan")
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = Field(default=None, description="auto or HOST:PORT of a Ray cluster")
     request_timeout_s: float = Field(default=600.0, gt=0, description="per model request")
     max_attempts: int = Field(default=5, ge=1, description="tries per model request")
     retry_initial_s: float = Field(default=1.0, ge=0, description="first retry wait, doubling")

@@ -43,11 +43,13 @@ def iter_lines(
     path: str | Path,
     *,
     on_error: Callable[[JsonlError], None] | None = None,
+    whole_lines: bool = False,
 ) -> Iterator[tuple[int, Row]]:
     """Yield ``(line_number, object)`` for each non-blank line, lazily.
 
     A line that is not a JSON object raises `JsonlError` naming ``FILE:LINE``, or is
-    passed to ``on_error`` and skipped when a callback is given.
+    passed to ``on_error`` and skipped when a callback is given. With ``whole_lines``, a
+    last line without its newline (cut by a crash, or still being written) is left out.
     """
     path = Path(path)
     with _open_binary(path) as fh:
@@ -57,7 +59,7 @@ def iter_lines(
                 raw = fh.readline()
             except (OSError, EOFError) as e:
                 raise InputFileError(f"{path}: cannot read: {e}") from None
-            if not raw:
+            if not raw or (whole_lines and not raw.endswith(b"\n")):
                 return
             lineno += 1
             if not raw.strip():

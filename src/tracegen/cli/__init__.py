@@ -2,10 +2,22 @@
 function. Heavy modules (httpx, datasets, the runner) are imported inside the commands so
 that ``tracegen --help`` stays fast."""
 
-from tracegen.cli import convert, doctor, problems, run, show, stats, verify
+from tracegen.cli import convert, doctor, merge, problems, run, show, stats, status, verify
 from tracegen.cli.app import app
 
-__all__ = ["app", "convert", "doctor", "main", "problems", "run", "show", "stats", "verify"]
+__all__ = [
+    "app",
+    "convert",
+    "doctor",
+    "main",
+    "merge",
+    "problems",
+    "run",
+    "show",
+    "stats",
+    "status",
+    "verify",
+]
 
 
 def main() -> None:

@@ -105,7 +105,8 @@ class CountingRunner:
 
 class Executor:
     """Runs a plan's remaining episodes and records them; see the module docstring.
-    Subclasses say where an episode runs (`run_one`) and set themselves up (`_execute`)."""
+    Subclasses set up their workers (`open`, `close`) and say how an episode runs on them
+    (`run_one`)."""
 
     unit = "requests"
     """What the pool's per-host counts are in the summary."""
@@ -131,12 +132,16 @@ class Executor:
         self.again: deque[tuple[EpisodeSpec, int]] = deque()
         self.workers: list[asyncio.Task[None]] = []
 
-    async def run_one(self, spec: EpisodeSpec) -> Trace:
-        """Run one episode to its trace; a `BackendError` stops the run."""
+    async def open(self) -> str:
+        """Get the workers ready (before signals are handled; on failure, release what was
+        taken); say where episodes run."""
         raise NotImplementedError
 
-    async def _execute(self) -> None:
-        """Set up, then `run_workers`."""
+    async def close(self) -> None:
+        """Release what `open` took, whatever happened."""
+
+    async def run_one(self, spec: EpisodeSpec) -> Trace:
+        """Run one episode to its trace; a `BackendError` stops the run."""
         raise NotImplementedError
 
     def summary_rows(self) -> list[tuple[str, str]]:
@@ -145,17 +150,22 @@ class Executor:
 
     async def execute(self) -> int:
         """Run the episodes; the summary; the exit status (130/143 when interrupted)."""
-        loop = asyncio.get_running_loop()
-        for sig in EXIT_SIGNAL:
-            loop.add_signal_handler(sig, self._on_signal, sig)
+        where = await self.open()
         try:
-            await self._execute()
-        finally:
+            self.intro(where)
+            loop = asyncio.get_running_loop()
             for sig in EXIT_SIGNAL:
-                loop.remove_signal_handler(sig)
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            try:
+                await self.run_workers()
+            finally:
+                for sig in EXIT_SIGNAL:
+                    loop.remove_signal_handler(sig)
+        finally:
+            await self.close()
         self.reporter.summary(
             [(h.name, h.served, h.failures, h.times_benched) for h in self.pool.hosts],
-            rejects=self.settings.rejects,
+            rejects=self.files.rejects,
             unit=self.unit,
             extra=self.summary_rows(),
         )

@@ -14,17 +14,22 @@ from tracegen.schema import Trace
 class LocalScheduler(Executor):
     """Runs a plan's remaining episodes in this process."""
 
+    sandbox: Sandbox
     runner: CountingRunner
 
-    async def _execute(self) -> None:
+    async def open(self) -> str:
         s = self.settings
-        sandbox = Sandbox(isolation=s.sandbox, limits=SandboxLimits.for_timeout(s.exec_timeout))
-        self.runner = CountingRunner(sandbox)
-        async with sandbox:
-            if sandbox.warning:
-                self.reporter.warn(sandbox.warning)
-            self.intro(f"sandbox {sandbox.isolation}")
-            await self.run_workers()
+        self.sandbox = Sandbox(
+            isolation=s.sandbox, limits=SandboxLimits.for_timeout(s.exec_timeout)
+        )
+        await self.sandbox.__aenter__()
+        self.runner = CountingRunner(self.sandbox)
+        if self.sandbox.warning:
+            self.reporter.warn(self.sandbox.warning)
+        return f"sandbox {self.sandbox.isolation}"
+
+    async def close(self) -> None:
+        await self.sandbox.aclose()
 
     async def run_one(self, spec: EpisodeSpec) -> Trace:
         with session(spec.trace_id):
