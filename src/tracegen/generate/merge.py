@@ -205,7 +205,7 @@ def expand(sources: list[str]) -> list[Path]:
 
 def _identify(paths: list[Path]) -> tuple[Path, int, dict[int, Path]]:
     """The run's output, its shard count, and each shard's file."""
-    runs: dict[tuple[Path, int], dict[int, Path]] = {}
+    runs: dict[tuple[str, int], dict[int, Path]] = {}
     for path in paths:
         if not path.is_file():
             raise InputFileError(f"{path}: no such file")
@@ -215,15 +215,15 @@ def _identify(paths: list[Path]) -> tuple[Path, int, dict[int, Path]]:
                 f"{path}: not a shard's output (names look like traces-00003-of-00064.jsonl)"
             )
         output, shard = parsed
-        seen = runs.setdefault((output.resolve(), shard.count), {})
+        seen = runs.setdefault((output.name, shard.count), {})
         if shard.index in seen:
             raise InputFileError(f"shard {shard} given twice: {seen[shard.index]} and {path}")
         seen[shard.index] = path
     if len(runs) > 1:
         (a, n), (b, m) = list(runs)[:2]
-        raise InputFileError(f"these are shards of two runs: {a.name} in {n}, {b.name} in {m}")
-    [((output, count), given)] = runs.items()
-    return output, count, given
+        raise InputFileError(f"these are shards of two runs: {a} in {n}, {b} in {m}")
+    [((name, count), given)] = runs.items()
+    return Path(name), count, given
 
 
 def merge(
@@ -236,12 +236,12 @@ def merge(
     notice: Callable[[str], None],
 ) -> MergeReport:
     """Join the shards matched by ``sources`` into ``output``; see the module docstring."""
-    base, count, given = _identify(expand(sources))
-    first = next(iter(given.values()))
-    manifest = read_manifest(manifest_path(first.with_name(base.name)))
+    name, count, given = _identify(expand(sources))
+    base = next(iter(given.values())).with_name(name.name)
+    manifest = read_manifest(manifest_path(base))
     if manifest.shards != count:
         raise InputFileError(
-            f"{first}: a shard of {count}, but {manifest_path(base).name} says "
+            f"{given[min(given)]}: a shard of {count}, but {manifest_path(base)} says "
             f"{manifest.shards} shards"
         )
     shards = {
@@ -477,7 +477,7 @@ def status_command(output: Path) -> None:
     for column in ("shard", "episodes", "state", "file"):
         table.add_column(column)
     for s in status.shards:
-        table.add_row(str(s.files.shard), f"{s.attempted}/{s.total}", s.state, str(s.files.output))
+        table.add_row(str(s.files.shard), f"{s.attempted}/{s.total}", s.state, s.files.output.name)
     attempted = sum(s.attempted for s in status.shards)
     done = sum(s.done for s in status.shards)
     table.add_row("all", f"{attempted}/{sum(status.manifest.episodes)}", f"{done} done", "")

@@ -1,0 +1,1 @@
+"""Helpers tests import (fixtures live in the conftest files)."""
