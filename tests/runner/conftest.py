@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -56,3 +59,41 @@ def children() -> Iterator[list[subprocess.Popen[str]]]:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
+
+
+FAST_HEALTH_CHECKS = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 1000,
+    "health_check_failure_threshold": 3,
+}
+"""A dead node is noticed in seconds rather than Ray's default of about half a minute."""
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """One Ray instance for the whole session: a head node in a private temporary folder,
+    usage stats off, no dashboard, a small object store; its ``address`` is the head's. It
+    is ended with the session (never with ``ray stop``, which would end every Ray process
+    on the machine)."""
+    pytest.importorskip("ray")
+    temp = Path(tempfile.mkdtemp(prefix="tgray", dir="/tmp"))  # short: it holds unix sockets
+    (temp / "ray").mkdir()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_TMPDIR", str(temp))
+        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        from ray.cluster_utils import Cluster
+
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "object_store_memory": 80 << 20,
+                "_system_config": FAST_HEALTH_CHECKS,
+            },
+        )
+        try:
+            yield cluster
+        finally:
+            cluster.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)

@@ -174,6 +174,7 @@ class Actors:
         self.warn = warn
         self.actors: list[_Actor] = []
         self.lost = 0
+        self.deaths = 0
         self.isolation = ""
         self.refused: dict[str, str] = {}
         """Nodes where an actor could not start, and why."""
@@ -255,6 +256,7 @@ class Actors:
     def died(self, actor: _Actor) -> None:
         if actor.alive:
             actor.alive = False
+            self.deaths += 1
             ray.kill(actor.handle, no_restart=True)
 
     async def stop(self) -> None:
@@ -264,7 +266,7 @@ class Actors:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*stops, return_exceptions=True), 10)
         for actor in alive:
-            self.died(actor)
+            ray.kill(actor.handle, no_restart=True)
 
     def detail(self) -> str:
         return f"actors {len(self.alive)}"
@@ -321,6 +323,7 @@ class RayExecutor(Executor):
             return await self._on_actor(spec, backend.host)
 
         while True:
+            runs = 0
             try:
                 return await self.pool.call(on_host)
             except _HostGaveUp as e:
@@ -362,8 +365,8 @@ class RayExecutor(Executor):
         rows = [
             (
                 "Ray actors",
-                f"{len(a.alive)} alive of {len(a.actors)} started; {a.lost} episodes lost "
-                "with an actor (run again)",
+                f"{len(a.actors)} started, {a.deaths} died; {a.lost} episodes lost with an "
+                "actor (run again)",
             )
         ]
         rows += [(f"actor {x.name}", f"{x.episodes} episodes") for x in a.actors]
