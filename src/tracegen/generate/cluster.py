@@ -69,7 +69,8 @@ class Result:
     """What an actor sends back for one episode, with its counters since its last result."""
 
     trace: Trace | None
-    error: BackendError | None
+    error: TracegenError | None
+    """An error no episode would survive (unknown model, bad key, a broken setting)."""
     retries: int
     executions: int
 
@@ -104,11 +105,11 @@ class EpisodeActor:
         if backend is None:
             backend = self.backends[host] = backend_for(self.settings, host, on_retry=self._retry)
         trace: Trace | None = None
-        error: BackendError | None = None
+        error: TracegenError | None = None
         try:
             with session(spec.trace_id):
                 trace = await run_episode(spec, backend, self.runner)
-        except BackendError as e:
+        except TracegenError as e:
             error = e
         retries, executions = self.retries, self.runner.executions
         result = Result(trace, error, retries - self.reported[0], executions - self.reported[1])
