@@ -286,7 +286,7 @@ def _refuse(
         shard = Shard(index, manifest.shards)
         files = shards.get(index) or ShardFiles.of(base, shard, manifest)
         if index in missing:
-            why = "missing"
+            why = f"not given ({files.output} exists)" if files.output.exists() else "missing"
         else:
             why = f"not done ({len(files.attempted())} of {manifest.episodes[index]} episodes)"
         notice(f"shard {shard} ({files.output.name}): {why}; run: {manifest.command_for(shard)}")
@@ -453,8 +453,12 @@ def merge_command(
     table.add_column()
     table.add_row("shards", f"{len(report.merged)} of {report.shards} merged")
     if report.partial:
-        left = ", ".join(str(i) for i in sorted([*report.not_done, *report.missing]))
-        table.add_row("partial", f"shards not done: {left} (--allow-partial)")
+        parts = [
+            f"{what}: {', '.join(str(i) for i in shards)}"
+            for what, shards in (("missing", report.missing), ("not done", report.not_done))
+            if shards
+        ]
+        table.add_row("partial", f"shards {'; '.join(parts)} (--allow-partial)")
     n = report.outcomes
     table.add_row("episodes", f"{report.episodes} of {report.planned} in the plan")
     table.add_row("accepted", f"{n['accepted']} (in {report.output})")
