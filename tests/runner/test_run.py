@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections import Counter
 from functools import partial
 
 import pytest
@@ -228,3 +229,15 @@ def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
     asked = [body for path, body, _ in model.requests if path == "/api/chat"]
     assert sum(problem_number(body) == 7 for body in asked) == 1 + executor.MAX_PUT_BACKS
     assert len(read(workspace.out)) == 11
+
+
+def test_every_request_carries_its_episodes_trace_id_as_session_header(cli, workspace):
+    with FakeOllama() as server:
+        server.set_responder(solver)
+        args = ["--limit", "4", "--mode", "tool-feedback", "--rejects", str(workspace.rejects)]
+        result = cli(workspace.args(server, *args))
+        assert result.exit_code == 0, result.output
+        sessions = Counter(h.get("x-session-id") for p, _, h in server.requests if p == "/api/chat")
+    traces = read(workspace.out) + read(workspace.rejects)
+    assert sessions == Counter({t["id"]: t["usage"]["requests"] for t in traces})
+    assert max(sessions.values()) > 1  # p0 and p3 take several turns, all tagged alike
