@@ -222,9 +222,11 @@ class Actors:
         return _Actor(handle, node["NodeID"], str(node.get("NodeManagerAddress")), cpus)
 
     async def keep_up(self) -> None:
+        """`refresh` every `REFRESH_S`, through a moment the cluster does not answer."""
         while True:
             await asyncio.sleep(REFRESH_S)
-            await self.refresh()
+            with contextlib.suppress(RayError):
+                await self.refresh()
 
     def share(self, actor: _Actor) -> int:
         """How many episodes ``actor`` may have in flight: its part of the slots, by CPUs."""
