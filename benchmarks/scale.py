@@ -39,12 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from benchmarks.throughput import ANSWER, write_problems  # noqa: E402
 from tests.fake_ollama import FakeOllama  # noqa: E402
 
-ANSWER = (
-    "<think>I add the two numbers.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>\n"
-    "<think>Check it.</think>\n<verify>add(1, 2) == 3</verify>"
-)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -57,20 +54,6 @@ class Case:
     executions: int
     driver_cpu_s: float
     """CPU of the driver process(es) between the first and the last trace written."""
-
-
-def _problems(path: Path, count: int) -> None:
-    import orjson
-
-    with path.open("wb") as fh:
-        for i in range(count):
-            problem = {
-                "id": f"add{i}",
-                "prompt": f"Write add(a, b) returning the sum ({i}).",
-                "entry_point": "add",
-                "tests": [{"name": "t", "kind": "io", "args": [1, 2], "expected": 3}],
-            }
-            fh.write(orjson.dumps(problem) + b"\n")
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -227,7 +210,7 @@ def main() -> None:
     ):
         tmp = Path(name)
         problems = tmp / "problems.jsonl"
-        _problems(problems, problems_count)
+        write_problems(problems, problems_count)
         server.set_responder(lambda path, body: ANSWER)
         cases = run_cases(server.url, problems, samples, args.parallel, tmp)
     bound = args.parallel / args.latency
