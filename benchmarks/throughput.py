@@ -47,7 +47,8 @@ def _peak_rss_mb() -> float:
     return float("nan")
 
 
-def _problems(path: Path, count: int) -> None:
+def write_problems(path: Path, count: int) -> None:
+    """``count`` problems asking for ``add(a, b)``, one test each."""
     import orjson
 
     with path.open("wb") as fh:
@@ -74,7 +75,7 @@ def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         problems = Path(tmp) / "problems.jsonl"
         samples = 10 if episodes >= 100 else 1
-        _problems(problems, episodes // samples)
+        write_problems(problems, episodes // samples)
         out = Path(tmp) / "traces.jsonl"
         flags = {
             "hosts": [url],

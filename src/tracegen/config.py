@@ -118,6 +118,9 @@ class RunSettings(GenerationSettings):
     overwrite: bool = False
     sandbox: Literal["auto", "bwrap", "builtin", "rlimit"] = "auto"
     require_logprobs: bool = False
+    shard: str | None = Field(default=None, description="I/N, auto or auto/N: one part of the plan")
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = Field(default=None, description="auto or HOST:PORT of a Ray cluster")
     request_timeout_s: float = Field(
         default=600.0, ge=MIN_SECONDS, le=MAX_SECONDS, description="per model request"
     )

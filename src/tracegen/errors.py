@@ -37,6 +37,12 @@ class MissingExtraError(TracegenError):
     """An optional dependency is needed; the message says which `pip install` fixes it."""
 
 
+class ClusterError(TracegenError):
+    """The Ray cluster cannot be joined, or offers no node to run episodes on."""
+
+    exit_code = 1
+
+
 class SandboxError(TracegenError):
     """The sandbox cannot run as asked (for example bubblewrap requested but missing)."""
 

@@ -118,14 +118,17 @@ def iter_lines(
     path: str | Path,
     *,
     on_error: Callable[[JsonlError], None] | None = None,
+    whole_lines: bool = False,
 ) -> Iterator[tuple[int, Row]]:
     """Yield ``(line_number, object)`` for each non-blank line, lazily.
 
     A line that is not a JSON object, or is longer than `max_line_bytes`, raises `JsonlError`
     naming ``FILE:LINE``, or is passed to ``on_error`` and skipped when a callback is given.
+    With ``whole_lines``, a last line without its newline (cut by a crash, or still being
+    written) is left out.
     """
     path = Path(path)
-    for lineno, raw in iter_raw_lines(path, on_error=on_error):
+    for lineno, raw in iter_raw_lines(path, on_error=on_error, whole_lines=whole_lines):
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -141,20 +144,27 @@ def iter_lines(
 
 
 def iter_raw_lines(
-    path: str | Path, *, on_error: Callable[[JsonlError], None] | None = None
+    path: str | Path,
+    *,
+    on_error: Callable[[JsonlError], None] | None = None,
+    whole_lines: bool = False,
 ) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, bytes)`` for each non-blank line, lazily, undecoded."""
-    for lineno, _, raw in iter_raw_lines_at(path, on_error=on_error):
+    for lineno, _, raw in iter_raw_lines_at(path, on_error=on_error, whole_lines=whole_lines):
         yield lineno, raw
 
 
 def iter_raw_lines_at(
-    path: str | Path, *, on_error: Callable[[JsonlError], None] | None = None
+    path: str | Path,
+    *,
+    on_error: Callable[[JsonlError], None] | None = None,
+    whole_lines: bool = False,
 ) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_number, byte_offset, bytes)`` for each non-blank line, undecoded: for
     passes that decode a few fields and copy kept lines byte for byte. A line longer than
     `max_line_bytes` is never held whole: it raises `JsonlError` naming ``FILE:LINE``, or
-    goes to ``on_error`` and is skipped."""
+    goes to ``on_error`` and is skipped. With ``whole_lines``, a last line without its newline
+    is left out."""
     path = Path(path)
     cap = max_line_bytes()
     with open_binary(path) as fh:
@@ -164,7 +174,7 @@ def iter_raw_lines_at(
                 raw = read_line(fh, cap)
             except (OSError, EOFError) as e:
                 raise InputFileError(f"{path}: cannot read: {e}") from None
-            if not raw:
+            if not raw or (whole_lines and isinstance(raw, bytes) and not raw.endswith(b"\n")):
                 return
             lineno += 1
             start = offset

@@ -7,8 +7,6 @@ import contextlib
 import os
 import re
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,20 +15,16 @@ from typing import Any
 import orjson
 
 from tests.fake_ollama import FakeOllama, Reply
-from tests.runner.conftest import children, clean_env  # noqa: F401 (children: a fixture)
+from tests.runner.conftest import children  # noqa: F401 (a fixture)
 from tests.support.backends import GENERATION_PATHS
 from tests.support.fake_model import FakeModel
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.runs import child_env, command, tracegen  # noqa: F401 (used by the tests)
 from tracegen.problems import load_problems
 from tracegen.schema import Problem
 
 TRACEBACK = "Traceback (most recent call last)"
 _TASK = re.compile(r"\(task ([\w-]+)\)")
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """This environment without tracegen/Ollama settings, plus ``extra``."""
-    return {**clean_env(), **extra}
 
 
 SERVERS = {
@@ -57,25 +51,6 @@ def generations(server: FakeModel) -> list[dict[str, Any]]:
 def seed_of(body: dict[str, Any]) -> int:
     """The sampling seed of a generation request, whatever its wire format."""
     return int(body["seed"] if "seed" in body else body["options"]["seed"])
-
-
-def command(args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "tracegen", *args]
-
-
-def tracegen(
-    args: list[str], *, env: dict[str, str] | None = None, timeout: float = 240, **kwargs: Any
-) -> subprocess.CompletedProcess[str]:
-    """Run ``tracegen ARGS`` to completion in a child process, output captured."""
-    return subprocess.run(
-        command(args),
-        env=env or child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        **kwargs,
-    )
 
 
 def run_args(host: str, output: Path, *extra: str, mode: str = "markers") -> list[str]:

@@ -25,8 +25,8 @@ from tests.reliability.conftest import (
     serving,
     tracegen,
 )
+from tracegen.generate.executor import MAX_PUT_BACKS
 from tracegen.generate.plan import episode_seed
-from tracegen.generate.scheduler import MAX_PUT_BACKS
 
 FAULTS = [
     Fault("status", 503),

@@ -130,6 +130,23 @@ CASES = [
         1,
         r"model ghost not found .*ollama pull ghost",
     ),
+    Case("run: shard out of range", "run --shard 4/4", 2, r"--shard 4/4: the index must be 0 to 3"),
+    Case(
+        "run: shard auto outside a job array",
+        "run --shard auto",
+        2,
+        r"--shard auto: no job-array task in the environment",
+    ),
+    Case("run: unknown executor", "run --executor spark", 2, r"executor \(flag\)"),
+    # ---------------------------------------------------------------- merge, status
+    Case(
+        "merge: a glob matching nothing", "merge {fresh} '{folder}/*.jsonl'", 2, r"no file matches"
+    ),
+    Case("merge: not a shard", "merge {fresh} {trace}", 2, r"{trace}: not a shard's output"),
+    Case("merge: a missing shard file", "merge {fresh} {missing}", 2, r"{missing}: no such file"),
+    Case(
+        "status: not a sharded run", "status {trace}", 2, r"not shards of a `tracegen run --shard`"
+    ),
     # ---------------------------------------------------------------- convert
     Case("convert: missing file", "convert {missing} --chat-format", 2, r"{missing}: no such file"),
     Case(

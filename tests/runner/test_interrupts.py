@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.fake_ollama import FakeOllama
-from tests.runner.conftest import keys, read, solver, spawn, wait_for_records, write_problems
+from tests.support.runs import keys, read, solver, spawn, wait_for_records, write_problems
 
 
 def resume_line(stderr: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.runner.conftest import keys, problem_number, read
+from tests.support.runs import keys, problem_number, read
 
 ALL = sorted((f"p{i}", 0) for i in range(12))
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import socket
+from collections import Counter
 from functools import partial
 
 import pytest
 
 from tests.fake_ollama import FakeOllama, Fault, Reply
-from tests.runner.conftest import (
+from tests.support.runs import (
     expected_ideal,
     expected_success,
     keys,
@@ -17,7 +18,7 @@ from tests.runner.conftest import (
     read,
     solver,
 )
-from tracegen.generate import scheduler as runner
+from tracegen.generate import executor
 from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
@@ -205,7 +206,7 @@ def test_episodes_caught_in_a_short_outage_run_again_instead_of_failing(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(runner, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=30))
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=30))
     model.fail_next(*[Fault("status", 503)] * 10)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 0, result.output
@@ -226,5 +227,17 @@ def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
     [failed] = read(workspace.rejects)
     assert (failed["problem_id"], failed["error"]["reason"]) == ("p7", "server_error")
     asked = [body for path, body, _ in model.requests if path == "/api/chat"]
-    assert sum(problem_number(body) == 7 for body in asked) == 1 + runner.MAX_PUT_BACKS
+    assert sum(problem_number(body) == 7 for body in asked) == 1 + executor.MAX_PUT_BACKS
     assert len(read(workspace.out)) == 11
+
+
+def test_every_request_carries_its_episodes_trace_id_as_session_header(cli, workspace):
+    with FakeOllama() as server:
+        server.set_responder(solver)
+        args = ["--limit", "4", "--mode", "tool-feedback", "--rejects", str(workspace.rejects)]
+        result = cli(workspace.args(server, *args))
+        assert result.exit_code == 0, result.output
+        sessions = Counter(h.get("x-session-id") for p, _, h in server.requests if p == "/api/chat")
+    traces = read(workspace.out) + read(workspace.rejects)
+    assert sessions == Counter({t["id"]: t["usage"]["requests"] for t in traces})
+    assert max(sessions.values()) > 1  # p0 and p3 take several turns, all tagged alike

@@ -7,11 +7,13 @@ from tracegen.cli import (
     decontaminate,
     dedup,
     doctor,
+    merge,
     problems,
     report,
     run,
     show,
     stats,
+    status,
     verify,
 )
 from tracegen.cli.app import app
@@ -23,11 +25,13 @@ __all__ = [
     "dedup",
     "doctor",
     "main",
+    "merge",
     "problems",
     "report",
     "run",
     "show",
     "stats",
+    "status",
     "verify",
 ]
 

@@ -99,6 +99,29 @@ def run(
             rich_help_panel=RUN,
         ),
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="Run one part of the plan: I/N (0 ≤ I < N), or auto / auto/N from a Slurm, "
+            "Kubernetes or SGE job array; join the parts with `tracegen merge`.",
+            rich_help_panel=RUN,
+        ),
+    ] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="Where episodes run: local (default) or ray (actors across a Ray cluster).",
+            rich_help_panel=RUN,
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to join: auto, or HOST:PORT (default: RAY_ADDRESS, else a "
+            "local Ray).",
+            rich_help_panel=RUN,
+        ),
+    ] = None,
     overwrite: Annotated[
         bool | None, typer.Option("--overwrite", help="Start the output file afresh.")
     ] = None,

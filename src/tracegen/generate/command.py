@@ -1,20 +1,46 @@
-"""`tracegen run`: plan the episodes, open the run files and the model servers, schedule."""
+"""`tracegen run`: plan the episodes, open the run files and the model servers, execute."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
+import sys
 
 from tracegen.config import RunSettings
 from tracegen.data.prompts import load_prompt
+from tracegen.generate.executor import Executor
 from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
-from tracegen.generate.scheduler import LocalScheduler
+from tracegen.generate.shards import (
+    Manifest,
+    Shard,
+    claim_manifest,
+    mark_done,
+    parse_shard,
+    plan_manifest,
+    shard_file,
+    shard_plan,
+    unmark_done,
+)
 from tracegen.jsonl import special_file_warning
 from tracegen.llm.factory import open_pool
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
 from tracegen.problems import load_problems
+
+EXECUTORS = {
+    "local": "tracegen.generate.scheduler:LocalScheduler",
+    "ray": "tracegen.generate.cluster:RayExecutor",
+}
+"""Where episodes run (``--executor``), imported only when chosen."""
+
+
+def executor_class(name: str) -> type[Executor]:
+    module, _, attribute = EXECUTORS[name].partition(":")
+    cls: type[Executor] = getattr(importlib.import_module(module), attribute)
+    return cls
 
 
 def run_command(settings: RunSettings) -> int:
@@ -29,38 +55,57 @@ async def _run(settings: RunSettings) -> int:
         stats, lambda: pool.in_flight if pool else 0, display=Reporter.choose(settings.quiet)
     )
     mode = get_mode(settings.mode)
+    executor = executor_class(settings.executor)
     system_prompt = load_prompt(settings.mode, settings.prompts_dir)
     problems = load_problems(
         settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
     )
     generation = settings.generation()
     plan = Plan(problems, generation, system_prompt, settings.num_samples, settings.seed)
-    for path in (settings.output, settings.rejects):
+    output, rejects = settings.output, settings.rejects
+    shard: tuple[Shard, Manifest] | None = None
+    if settings.shard is not None:
+        part = parse_shard(settings.shard, os.environ)
+        manifest = plan_manifest(plan, part.count, sys.argv[1:], settings.rejects)
+        claim_manifest(settings.output, manifest)
+        shard = part, manifest
+        plan = shard_plan(plan, part)
+        output = shard_file(output, part)
+        rejects = shard_file(rejects, part) if rejects is not None else None
+    for path in (output, rejects):
         if path is not None and (warning := special_file_warning(path)):
             reporter.warn(warning)
     files = RunFiles(
-        settings.output,
-        settings.rejects,
+        output,
+        rejects,
         settings_hash=plan.settings_hash,
         settings=generation.record(system_prompt),
         overwrite=settings.overwrite,
         warn=reporter.warn,
     )
+    status = 0
     try:
         stats.total = plan.count(files.done)
         stats.skipped = plan.size - stats.total
         if stats.total == 0:
             reporter.info(f"nothing to do: all {plan.size} episodes were already run")
-            return 0
-        pool = await open_pool(
-            settings,
-            on_retry=reporter.retry,
-            warn=reporter.warn,
-            continues_message=mode.continues_message,
-        )
-        try:
-            return await LocalScheduler(settings, plan, files, pool, stats, reporter).execute()
-        finally:
-            await pool.aclose()
+        else:
+            if shard is not None:
+                unmark_done(output)
+            pool = await open_pool(
+                settings,
+                on_retry=reporter.retry,
+                warn=reporter.warn,
+                continues_message=mode.continues_message,
+            )
+            try:
+                status = await executor(settings, plan, files, pool, stats, reporter).execute()
+            finally:
+                await pool.aclose()
+        finished = plan.count(files.done) == 0
     finally:
         files.close()
+    if shard is not None and status == 0 and finished:
+        mark_done(output, *shard)
+        reporter.info(f"shard {shard[0]} is done: {output}")
+    return status

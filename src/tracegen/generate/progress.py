@@ -42,8 +42,10 @@ class RunStats:
     tokens: int = 0
     retries: int = 0
     put_back: int = 0
+    executions: int = 0
     failures: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
+    cpu_started: float = field(default_factory=time.process_time)
 
     def add(self, trace: Trace, accepted: bool) -> None:
         self.done += 1
@@ -79,19 +81,18 @@ def _duration(seconds: float) -> str:
 class _StatsLine:
     """Re-rendered on every refresh, so in-flight and tokens/s stay live between episodes."""
 
-    def __init__(self, stats: RunStats, in_flight: Callable[[], int]) -> None:
-        self.stats = stats
-        self.in_flight = in_flight
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
 
     def __rich__(self) -> RenderableType:
-        return _status(self.stats, self.in_flight())
+        return self.reporter.status()
 
 
 def _status(s: RunStats, in_flight: int) -> str:
     return (
         f"accepted {s.accepted} · success {s.rate(s.success)} · ideal {s.rate(s.ideal)} · "
-        f"{s.tokens / s.elapsed:.0f} tok/s · in flight {in_flight} · errors {s.failed} · "
-        f"retries {s.retries}"
+        f"{s.tokens / s.elapsed:.0f} tok/s · {s.executions / s.elapsed:.1f} exec/s · "
+        f"in flight {in_flight} · errors {s.failed} · retries {s.retries}"
     )
 
 
@@ -116,6 +117,8 @@ class Reporter:
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._live: Live | None = None
+        self.detail: Callable[[], str] | None = None
+        """What the executor adds to the progress line (a cluster's actors), if anything."""
 
     @staticmethod
     def choose(quiet: bool) -> Display:
@@ -141,9 +144,15 @@ class Reporter:
         """A line on stderr, shown even with ``--quiet``."""
         self.errors.print(f"tracegen: {message}", highlight=False, markup=False, soft_wrap=True)
 
+    def status(self) -> str:
+        """The live part of the progress line."""
+        line = _status(self.stats, self.in_flight())
+        return f"{line} · {self.detail()}" if self.detail is not None else line
+
     def start(self) -> None:
         """Show progress from now on; call it inside the run's event loop."""
         self.stats.started = time.monotonic()
+        self.stats.cpu_started = time.process_time()
         if self.display == "plain":
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
         if self.display != "live":
@@ -156,7 +165,7 @@ class Reporter:
             console=self.console,
         )
         self._task = self._bar.add_task("episodes", total=self.stats.total)
-        group = Group(self._bar, _StatsLine(self.stats, self.in_flight))
+        group = Group(self._bar, _StatsLine(self))
         self._live = Live(group, console=self.console, refresh_per_second=4)
         self._live.start()
 
@@ -174,9 +183,7 @@ class Reporter:
     def _plain_line(self) -> None:
         s = self.stats
         clock = time.strftime("%H:%M:%S")
-        self.info(
-            f"{clock} {s.done}/{s.total} done · {_status(s, self.in_flight())} · ETA {s.eta()}"
-        )
+        self.info(f"{clock} {s.done}/{s.total} done · {self.status()} · ETA {s.eta()}")
 
     def stop(self) -> None:
         if self._ticker is not None:
@@ -186,9 +193,16 @@ class Reporter:
             self._live.stop()
             self._live = None
 
-    def summary(self, hosts: list[tuple[str, int, int, int]], rejects: Path | None) -> None:
-        """One table: episodes, outcomes, rates, throughput; ``hosts`` rows are
-        (host, requests served, failures, times benched)."""
+    def summary(
+        self,
+        hosts: list[tuple[str, int, int, int]],
+        rejects: Path | None,
+        *,
+        unit: str = "requests",
+        extra: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """One table: episodes, outcomes, rates, throughput, this process's CPU; ``hosts``
+        rows are (host, ``unit`` served, failures, times benched); then ``extra`` rows."""
         if self.display == "quiet":
             return
         s = self.stats
@@ -213,6 +227,12 @@ class Reporter:
         table.add_row("ideal rate", s.rate(s.ideal))
         table.add_row("tokens", f"{s.tokens} ({s.tokens / s.elapsed:.0f}/s)")
         table.add_row("time", f"{_duration(s.elapsed)} ({s.done / s.elapsed:.2f} traces/s)")
+        table.add_row("executions", f"{s.executions} ({s.executions / s.elapsed:.1f}/s)")
+        cpu = time.process_time() - s.cpu_started
+        per = f", {1000 * cpu / s.done:.1f} ms per episode" if s.done else ""
+        table.add_row("tracegen CPU", f"{cpu:.1f} s{per}")
         for host, served, failures, benched in hosts:
-            table.add_row(host, f"{served} requests, {failures} failed, benched {benched}×")
+            table.add_row(host, f"{served} {unit}, {failures} failed, benched {benched}×")
+        for name, value in extra or []:
+            table.add_row(name, value)
         self.console.print(table)

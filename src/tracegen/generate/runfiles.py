@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -64,6 +64,28 @@ class StateLine(Record):
 
 def state_path(output: Path) -> Path:
     return output.with_name(output.name + ".state")
+
+
+def run_rows(
+    output: Path, rejects: Path | None, state: Path, *, whole_lines: bool = False
+) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    """(file, line number, object) of every line of a run's files: state, output, rejects."""
+    for path in (state, output, rejects):
+        if path is not None and path.is_file():
+            for lineno, row in iter_lines(path, whole_lines=whole_lines):
+                yield path, lineno, row
+
+
+def attempted(path: Path, row: dict[str, Any], state: Path) -> bool:
+    """Whether a record (not a state header) makes its episode attempted: a trace in the
+    output or the rejects does; a state line does unless it says accepted (see above)."""
+    return path != state or row.get("outcome") != "accepted"
+
+
+def changed_settings(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """The names of the settings that differ, as a user knows them."""
+    changed = sorted(k for k in now.keys() | before.keys() if before.get(k) != now.get(k))
+    return ["prompt" if k == "prompt_sha256" else k for k in changed]
 
 
 class _Mismatch(Exception):
@@ -119,19 +141,14 @@ class RunFiles:
         headers: dict[str, StateHeader] = {}
         last: StateHeader | None = None
         try:
-            if self.state.exists():
-                for lineno, row in iter_lines(self.state):
-                    if "settings" in row:
-                        last = _header(self.state, lineno, row)
-                        headers[last.settings_hash] = last
-                    else:
-                        key = self._key(self.state, lineno, row)
-                        if row.get("outcome") != "accepted":
-                            self.done.add(key)
-            for p in (self.output, self.rejects):
-                if p is not None and p.is_file():
-                    for lineno, row in iter_lines(p):
-                        self.done.add(self._key(p, lineno, row))
+            for path, lineno, row in run_rows(self.output, self.rejects, self.state):
+                if path == self.state and "settings" in row:
+                    last = _header(self.state, lineno, row)
+                    headers[last.settings_hash] = last
+                    continue
+                key = self._key(path, lineno, row)
+                if attempted(path, row, self.state):
+                    self.done.add(key)
         except _Mismatch as m:
             raise ConfigError(_refusal(self.output, headers.get(m.found), settings)) from None
         return last is not None and last.settings_hash == self.settings_hash
@@ -210,13 +227,27 @@ class _RunLock:
         self._fd = -1
 
 
+def in_use(state: Path) -> bool:
+    """Whether a run is writing the files of this state file now (it holds the lock)."""
+    try:
+        fd = os.open(state, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _refusal(output: Path, before: StateHeader | None, settings: dict[str, Any]) -> str:
     what = "other settings"
     if before is not None:
-        changed = sorted(k for k in settings if before.settings.get(k) != settings.get(k))
+        changed = changed_settings(before.settings, settings)
         if changed:
-            names = ["prompt" if k == "prompt_sha256" else k for k in changed]
-            what = f"other settings (changed: {', '.join(names)})"
+            what = f"other settings (changed: {', '.join(changed)})"
     return (
         f"{output} holds traces made with {what}; run again with --overwrite to start "
         "afresh, or give a new --output"

@@ -10,7 +10,9 @@ for a class.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -27,6 +29,21 @@ from tracegen.schema import ChatMessage, ContinueMethod, TokenLogprob, ToolCall
 FinishReason = Literal["stop", "length", "tool_calls"]
 RetryListener = Callable[[str], None]
 """Told one line each time a request is retried (the run's progress counts them)."""
+
+SESSION_ID: ContextVar[str | None] = ContextVar("tracegen_session_id", default=None)
+"""The episode the requests made in this context belong to (see `session`)."""
+
+
+@contextmanager
+def session(session_id: str) -> Iterator[None]:
+    """Tag every request made inside as one episode's: HTTP backends send ``session_id`` as
+    the ``X-Session-ID`` header, so a router in front of model replicas (vLLM, SGLang) can
+    keep the episode on the replica that has its prompt prefix cached."""
+    token = SESSION_ID.set(session_id)
+    try:
+        yield
+    finally:
+        SESSION_ID.reset(token)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from tracegen.errors import (
     ProtocolError,
     ServerError,
 )
-from tracegen.llm.base import RetryListener, ServerInfo
+from tracegen.llm.base import SESSION_ID, RetryListener, ServerInfo
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -182,10 +182,14 @@ class HttpBackend:
     async def open(
         self, method: str, path: str, body: Json | None, *, model: str | None = None
     ) -> AsyncIterator[httpx.Response]:
-        """Send one request; transport faults and error statuses become our errors. The
-        caller reads the body to its end, so the connection goes back to the pool."""
+        """Send one request (with ``X-Session-ID`` inside `tracegen.llm.base.session`);
+        transport faults and error statuses become our errors. The caller reads the body to
+        its end, so the connection goes back to the pool."""
         content = orjson.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json"} if body is not None else None
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        episode = SESSION_ID.get()
+        if episode is not None:
+            headers["X-Session-ID"] = episode
         for fresh in (False, True):
             try:
                 stream = self._client.stream(method, path, content=content, headers=headers)

@@ -20,11 +20,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tracegen.errors import BackendError, BackendUnavailable
 from tracegen.llm.base import ChatRequest, Completion, ContinueChoice, HostBackend
 
 _last_host: ContextVar[str | None] = ContextVar("tracegen_last_host", default=None)
+T = TypeVar("T")
 
 
 @dataclass
@@ -81,10 +83,10 @@ class HostPool:
         return sum(h.in_flight for h in self.hosts)
 
     async def chat(self, request: ChatRequest) -> Completion:
-        return await self._call(lambda b: b.chat(request))
+        return await self.call(lambda b: _from(b, b.chat(request)))
 
     async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
-        return await self._call(lambda b: b.continue_message(request, method))
+        return await self.call(lambda b: _from(b, b.continue_message(request, method)))
 
     def bench(self, host: str, reason: str) -> None:
         """Take ``host`` out now (for example when it did not answer before the run)."""
@@ -100,13 +102,16 @@ class HostPool:
         delay = min(self.max_bench_s, self.bench_s * 2 ** (h.benches - 1))
         h.benched_until = self._clock() + delay
 
-    async def _call(self, send: Callable[[HostBackend], Awaitable[Completion]]) -> Completion:
+    async def call(self, send: Callable[[HostBackend], Awaitable[T]]) -> T:
+        """``send(backend)`` on a host chosen as the module docstring says, holding one of its
+        ``limit`` slots until it returns: a model request, or a whole episode run elsewhere
+        on that host (a retryable `BackendError` counts as the host's failure)."""
         tried: set[str] = set()
         while True:
             h = await self._acquire(tried)
             tried.add(h.name)
             try:
-                completion = await send(h.backend)
+                result = await send(h.backend)
             except BackendError as e:
                 if not e.retryable:
                     raise
@@ -124,9 +129,7 @@ class HostPool:
                 h.benched_until = 0.0
                 self._last_success = self._clock()
                 _last_host.set(h.name)
-                if not completion.host:
-                    completion.host = h.name
-                return completion
+                return result
             finally:
                 h.in_flight -= 1
                 async with self._changed:
@@ -166,3 +169,11 @@ class HostPool:
     async def aclose(self) -> None:
         for h in self.hosts:
             await h.backend.aclose()
+
+
+async def _from(backend: HostBackend, answer: Awaitable[Completion]) -> Completion:
+    """The completion, naming the host that answered unless the backend did."""
+    completion = await answer
+    if not completion.host:
+        completion.host = backend.host
+    return completion

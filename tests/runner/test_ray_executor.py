@@ -1,0 +1,121 @@
+"""`tracegen run --executor ray` against the loopback server, on a Ray instance of this machine:
+the same episodes as a local run, per-host limits held cluster-wide, nothing lost or written
+twice when a node goes away or the driver is killed."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_ollama import FakeOllama
+from tests.support.runs import Workspace, child_env, keys, read, solver, spawn, tracegen
+
+
+def ray_args(workspace: Workspace, hosts: list[FakeOllama], cluster: Any, *extra: str) -> list[str]:
+    args = workspace.args(hosts[0], "--rejects", str(workspace.rejects), *extra)
+    for server in hosts[1:]:
+        args += ["--host", server.url]
+    return [*args, "--executor", "ray", "--ray-address", cluster.address]
+
+
+def chats(server: FakeOllama) -> list[dict[str, str]]:
+    return [headers for path, _, headers in server.requests if path == "/api/chat"]
+
+
+def once_each(workspace: Workspace, count: int) -> None:
+    found = Counter(keys(workspace.out, workspace.rejects))
+    assert sorted(found) == sorted((f"p{i}", s) for i in range(12) for s in range(count // 12))
+    assert set(found.values()) == {1}
+
+
+@pytest.mark.slow
+def test_a_ray_run_writes_what_a_local_run_writes_within_each_hosts_limit(
+    workspace, model, ray_cluster, tmp_path
+):
+    local = Workspace(tmp_path, workspace.problems, tmp_path / "local.jsonl", tmp_path / "lr.jsonl")
+    result = tracegen(local.args(model, "--rejects", str(local.rejects), "--num-samples", "2"))
+    assert result.returncode == 0, result.stderr
+    with FakeOllama(latency_s=0.05) as a, FakeOllama(latency_s=0.05) as b:
+        for server in (a, b):
+            server.set_responder(solver)
+        args = ray_args(workspace, [a, b], ray_cluster, "--num-samples", "2", "--concurrency", "2")
+        result = tracegen(args)
+        assert result.returncode == 0, result.stderr
+        assert (a.max_in_flight, b.max_in_flight) == (2, 2)
+        sessions = [h.get("x-session-id") for h in chats(a) + chats(b)]
+    ids = sorted(r["id"] for r in read(workspace.out) + read(workspace.rejects))
+    assert ids == sorted(r["id"] for r in read(local.out) + read(local.rejects))
+    assert sorted(sessions) == ids  # one request per episode, tagged with its trace id
+    assert "Ray actors" in result.stdout
+
+
+@pytest.mark.slow
+def test_removing_a_node_mid_run_loses_and_duplicates_nothing(workspace, ray_cluster, children):
+    nodes = [ray_cluster.add_node(num_cpus=1, resources={"tracegen_sandbox": 1}) for _ in "ab"]
+    try:
+        with FakeOllama(latency_s=0.4) as server:
+            server.set_responder(solver)
+            proc = spawn(ray_args(workspace, [server], ray_cluster, "--num-samples", "4"))
+            children.append(proc)
+            deadline = time.monotonic() + 120
+            while len(read_whole(workspace.out) + read_whole(workspace.rejects)) < 6:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+                time.sleep(0.1)
+            ray_cluster.remove_node(nodes.pop(), allow_graceful=False)
+            out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+        once_each(workspace, 48)
+        assert re.search(r"2 started, 1 died; [1-9]\d* episodes lost", out), out
+    finally:
+        for node in nodes:
+            ray_cluster.remove_node(node)
+
+
+@pytest.mark.slow
+def test_interrupted_or_killed_the_ray_driver_resumes_with_the_same_command(
+    workspace, ray_cluster, children
+):
+    with FakeOllama(latency_s=0.2) as server:
+        server.set_responder(solver)
+        args = ray_args(workspace, [server], ray_cluster, "--num-samples", "3")
+        for sig, status in ((signal.SIGINT, 130), (signal.SIGKILL, -9)):
+            proc = spawn(args)
+            children.append(proc)
+            seen = len(read_whole(workspace.out) + read_whole(workspace.rejects))
+            deadline = time.monotonic() + 120
+            while len(read_whole(workspace.out) + read_whole(workspace.rejects)) < seen + 3:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+                time.sleep(0.05)
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == status, err
+        result = tracegen(args)
+    assert result.returncode == 0, result.stderr
+    once_each(workspace, 36)
+
+
+def read_whole(path: Path) -> list[bytes]:
+    """The whole lines of a file being written."""
+    if not path.exists():
+        return []
+    return path.read_bytes().split(b"\n")[:-1]
+
+
+def test_executor_ray_without_ray_installed_is_one_line_naming_the_extra(
+    workspace, model, tmp_path
+):
+    fake = tmp_path / "no-ray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    env = child_env()
+    env["PYTHONPATH"] = f"{fake.parent}:{env['PYTHONPATH']}"
+    result = tracegen(workspace.args(model, "--executor", "ray"), env=env)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "--executor ray needs Ray: pip install 'tracegen[ray]'" in line
