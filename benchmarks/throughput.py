@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -27,7 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+sys.path[:0] = [str(ROOT), os.environ.get("TRACEGEN_BENCH_SRC") or str(ROOT / "src")]
+PREVIOUS_RELEASE = "3fdc947"
+"""The commit whose figures are printed beside today's (``--previous``)."""
 
 ANSWER = (
     "<think>I add the two numbers.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>\n"
@@ -59,8 +63,12 @@ def _problems(path: Path, count: int) -> None:
 def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     """One run against the server at ``url``, in this process; returns its measurements."""
     from tracegen.config import RunSettings, load_settings
-    from tracegen.generate.scheduler import run_command
     from tracegen.jsonl import iter_lines
+
+    try:
+        from tracegen.generate.command import run_command
+    except ImportError:  # the previous release's layout
+        from tracegen.runner import run_command  # type: ignore[import-not-found,no-redef]
 
     with tempfile.TemporaryDirectory() as tmp:
         problems = Path(tmp) / "problems.jsonl"
@@ -80,8 +88,10 @@ def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
         }
         settings = load_settings(RunSettings, flags, env={})
         started = time.perf_counter()
+        cpu_started = _cpu()
         status = run_command(settings)
         seconds = time.perf_counter() - started
+        cpu_self, cpu_children = (a - b for a, b in zip(_cpu(), cpu_started, strict=True))
         rss_mb = _peak_rss_mb()
         traces = turns = 0
         for _, row in iter_lines(out):
@@ -89,20 +99,56 @@ def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
             turns += row["usage"]["requests"]
     if status != 0 or traces != episodes:
         raise SystemExit(f"run failed: exit {status}, {traces} of {episodes} traces")
-    return {"seconds": seconds, "traces": traces, "turns": turns / traces, "rss_mb": rss_mb}
+    return {
+        "seconds": seconds,
+        "traces": traces,
+        "turns": turns / traces,
+        "rss_mb": rss_mb,
+        "cpu_ms_turn": 1000 * cpu_self / turns,
+        "sandbox_cpu_ms": 1000 * cpu_children / traces,
+    }
 
 
-def _case(parallel: int, episodes: int, latency: float, concurrency: int) -> dict[str, float]:
-    """Serve from this process; run tracegen in a child, so its peak RSS is its own."""
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of its children that have ended (the sandbox)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def _case(
+    parallel: int, episodes: int, latency: float, concurrency: int, src: Path | None = None
+) -> dict[str, float]:
+    """Serve from this process; run tracegen in a child, so its peak RSS is its own.
+    ``src`` runs another checkout's ``src`` (the previous release) instead of this one."""
     from tests.fake_ollama import FakeOllama
 
+    env = dict(os.environ)
+    if src is not None:
+        env["TRACEGEN_BENCH_SRC"] = str(src)
     with FakeOllama(parallel=parallel, latency_s=latency) as server:
         server.set_responder(lambda path, body: ANSWER)
         cmd = [sys.executable, __file__, "--case", server.url, str(episodes), str(concurrency)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise SystemExit(f"case P={parallel} N={episodes} failed:\n{out.stderr}")
     return json.loads(out.stdout.splitlines()[-1])
+
+
+def _previous_release() -> Path | None:
+    """A checkout of `PREVIOUS_RELEASE` beside this one (made once), or None without git."""
+    target = Path(tempfile.gettempdir()) / f"tracegen-{PREVIOUS_RELEASE}"
+    if not target.exists():
+        made = subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(target), PREVIOUS_RELEASE],
+            capture_output=True,
+            check=False,
+        )
+        if made.returncode != 0:
+            return None
+    return target / "src"
 
 
 def main() -> None:
@@ -120,24 +166,32 @@ def main() -> None:
         ("concurrent", 1, n, 0.2, 2),
         ("concurrent", 8, n, 0.2, 10),
         ("concurrent", 32, n, 1.0, 36),
+        ("concurrent", 64, 2 * n, 1.0, 68),
+        ("concurrent", 128, 4 * n, 1.0, 132),
         ("one at a time", 32, n // 4, 0.2, 1),
     ]
+    previous = _previous_release()
     header = (
-        f"{'run':<14} {'P':>3} {'latency':>8} {'episodes':>8} {'traces/s':>9} "
-        f"{'P/lat':>7} {'ratio':>6} {'finite':>7} {'ratio':>6} {'RSS MB':>7}"
+        f"{'run':<14} {'code':<9} {'P':>4} {'latency':>8} {'episodes':>8} {'traces/s':>9} "
+        f"{'P/lat':>7} {'ratio':>6} {'finite':>7} {'ratio':>6} {'CPU ms/turn':>11} "
+        f"{'sandbox ms':>10} {'RSS MB':>7}"
     )
     print(header)
     print("-" * len(header))
     for name, p, episodes, latency, c in cases:
-        r = _case(p, episodes, latency, c)
-        rate = r["traces"] / r["seconds"]
-        bound = p / (latency * r["turns"])
-        rounds = math.ceil(episodes / p)
-        finite = episodes / (rounds * latency * r["turns"])
-        print(
-            f"{name:<14} {p:>3} {latency:>7.2f}s {episodes:>8} {rate:>9.2f} {bound:>7.2f} "
-            f"{rate / bound:>6.2f} {finite:>7.2f} {rate / finite:>6.2f} {r['rss_mb']:>7.1f}"
-        )
+        for code, src in (("this", None), (PREVIOUS_RELEASE, previous)):
+            if code != "this" and src is None:
+                continue
+            r = _case(p, episodes, latency, c, src)
+            rate = r["traces"] / r["seconds"]
+            bound = p / (latency * r["turns"])
+            rounds = math.ceil(episodes / p)
+            finite = episodes / (rounds * latency * r["turns"])
+            print(
+                f"{name:<14} {code:<9} {p:>4} {latency:>7.2f}s {episodes:>8} {rate:>9.2f} "
+                f"{bound:>7.2f} {rate / bound:>6.2f} {finite:>7.2f} {rate / finite:>6.2f} "
+                f"{r['cpu_ms_turn']:>11.2f} {r['sandbox_cpu_ms']:>10.2f} {r['rss_mb']:>7.1f}"
+            )
     print()
     print(f"{'episodes':>8} {'seconds':>8} {'traces/s':>9} {'peak RSS MB':>12}")
     for episodes in (200, 400 if args.quick else 2000):

@@ -13,7 +13,7 @@ import asyncio
 from pathlib import Path
 
 from tracegen.config import RunSettings, load_settings
-from tracegen.generate.scheduler import run_command
+from tracegen.generate.command import run_command
 from tracegen.problems import load_problems
 from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem

@@ -55,7 +55,7 @@ def _finish(trace: Trace, passed: int, total: int = 2, **metrics: Any) -> Trace:
     trace.success = passed == total
     trace.reward = 2 * trace.score - 1
     trace.metrics = Metrics(**metrics)
-    trace.usage = Usage(requests=metrics.get("turns", 1), eval_count=120, prompt_eval_count=80)
+    trace.usage = Usage(requests=metrics.get("turns", 1), completion_tokens=120, prompt_tokens=80)
     return trace
 
 

@@ -49,16 +49,23 @@ class GenerationSettings(BaseModel):
     )
     prompts_dir: Path | None = None
 
-    def digest(self, prompt_text: str) -> str:
-        """A short hash of these settings and the system prompt actually used."""
+    def record(self, prompt_text: str) -> dict[str, Any]:
+        """These settings and the hash of the system prompt actually used, as the run's state
+        file records them: exactly what `digest` hashes."""
         data = self.model_dump(mode="json", exclude={"prompts_dir"})
         data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
-        return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+        return data
+
+    def digest(self, prompt_text: str) -> str:
+        """A short hash of these settings and the system prompt actually used."""
+        data = orjson.dumps(self.record(prompt_text), option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(data).hexdigest()[:16]
 
 
 class RunSettings(GenerationSettings):
     """`tracegen run`: generation settings plus where and how to run them."""
 
+    backend: Literal["ollama"] = "ollama"
     hosts: list[str] = Field(default_factory=lambda: [DEFAULT_HOST], min_length=1)
     api_key: SecretStr | None = None
     problems: str = "builtin"
@@ -97,6 +104,17 @@ class RunSettings(GenerationSettings):
 
     def generation(self) -> GenerationSettings:
         return GenerationSettings(**self.model_dump(include=set(GenerationSettings.model_fields)))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
 def normalize_host(host: str) -> str:

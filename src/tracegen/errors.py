@@ -46,6 +46,8 @@ class BackendError(TracegenError):
 
     exit_code = 1
     retryable = False
+    retry_after: float | None = None
+    """Seconds the server asked to wait before trying again (``Retry-After``), if it said."""
 
 
 class BackendUnavailable(BackendError):
@@ -63,7 +65,7 @@ class BadRequest(BackendError):
 
 
 class AuthError(BackendError):
-    """Missing or wrong OLLAMA_API_KEY (HTTP 401/403)."""
+    """Missing or wrong API key (HTTP 401/403)."""
 
 
 class Overloaded(BackendError):
@@ -85,7 +87,7 @@ class BackendTimeout(BackendError):
 
 
 class ProtocolError(BackendError):
-    """The server sent something that is not Ollama's wire format (a malformed NDJSON line)."""
+    """The server sent something that is not its wire format (a malformed line or body)."""
 
     retryable = True
 

@@ -7,7 +7,7 @@ import gzip
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -29,7 +29,7 @@ def _short(err: Exception) -> str:
 def _open_binary(path: Path) -> IO[bytes]:
     try:
         if path.suffix == ".gz":
-            return gzip.open(path, "rb")
+            return cast(IO[bytes], gzip.open(path, "rb"))
         return path.open("rb")
     except FileNotFoundError:
         raise InputFileError(f"{path}: no such file") from None

@@ -61,4 +61,4 @@ def decode_trace(decoder: msgspec.json.Decoder[S], raw: bytes, path: Path, linen
         raise JsonlError(
             f"{path}:{lineno}: not a {TRACE_SCHEMA} record (schema: {record.schema!r})"
         )
-    return record  # type: ignore[no-any-return]
+    return record

@@ -7,12 +7,12 @@ A trace line is a `Trace` with ``"schema": "tracegen.trace/1"``; a problem line 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-TRACE_SCHEMA = "tracegen.trace/1"
-PROBLEM_SCHEMA = "tracegen.problem/1"
+TRACE_SCHEMA: Final = "tracegen.trace/1"
+PROBLEM_SCHEMA: Final = "tracegen.problem/1"
 
 
 class Record(BaseModel):
@@ -78,10 +78,13 @@ class ToolCall(Record):
     function: ToolFunction
 
 
+Role = Literal["system", "user", "assistant", "tool"]
+
+
 class ChatMessage(Record):
     """One message exactly as exchanged with the model server."""
 
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Role
     content: str = ""
     thinking: str | None = None
     tool_calls: list[ToolCall] | None = None
@@ -98,10 +101,13 @@ class TopLogprob(Record):
 
 
 class TokenLogprob(Record):
+    """One sampled token; ``id`` is its token id where the backend returned ids."""
+
     token: str
     logprob: float
     bytes: list[int] | None = None
     top_logprobs: list[TopLogprob] = Field(default_factory=list)
+    id: int | None = None
 
 
 class TurnLogprobs(Record):
@@ -109,6 +115,20 @@ class TurnLogprobs(Record):
 
     message_index: int
     tokens: list[TokenLogprob]
+
+
+class TokenRequest(Record):
+    """One model request exactly as the model saw it, where the backend returned token ids:
+    the ids of the whole prompt it was given and of every token it sampled (a stop string's
+    token included), with each sampled token's logprob. ``message_index`` is the assistant
+    message the completion went into. Consecutive requests of an episode share a prefix
+    when the next prompt extends the previous prompt and completion: the ids between are
+    what tracegen wrote (results, tool responses)."""
+
+    message_index: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float] | None = None
 
 
 # ---------------------------------------------------------------- execution
@@ -196,16 +216,40 @@ class Metrics(Record):
     latency_s: float = 0.0
 
 
+_LEGACY_USAGE = {
+    "prompt_eval_count": ("prompt_tokens", 1),
+    "eval_count": ("completion_tokens", 1),
+    "total_duration_ns": ("total_s", 1e-9),
+    "load_duration_ns": ("load_s", 1e-9),
+    "prompt_eval_duration_ns": ("prompt_s", 1e-9),
+    "eval_duration_ns": ("generation_s", 1e-9),
+}
+
+
 class Usage(Record):
-    """Totals of the server's counters over an episode (durations in nanoseconds)."""
+    """Totals of what the server reported over an episode, whatever the backend: tokens, and
+    durations in seconds (zero where the server said nothing)."""
 
     requests: int = 0
-    prompt_eval_count: int = 0
-    eval_count: int = 0
-    total_duration_ns: int = 0
-    load_duration_ns: int = 0
-    prompt_eval_duration_ns: int = 0
-    eval_duration_ns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_s: float = 0.0
+    generation_s: float = 0.0
+    load_s: float = 0.0
+    total_s: float = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy(cls, data: Any) -> Any:
+        """Traces written before usage was backend-neutral carry Ollama's counters."""
+        if not isinstance(data, dict) or not any(k in data for k in _LEGACY_USAGE):
+            return data
+        out = {k: v for k, v in data.items() if k not in _LEGACY_USAGE}
+        for old, (new, scale) in _LEGACY_USAGE.items():
+            if old in data and new not in out:
+                value = data[old]
+                out[new] = value * scale if isinstance(value, int | float) else value
+        return out
 
 
 class TraceError(Record):
@@ -248,6 +292,7 @@ class Trace(Record):
     logprobs: list[TurnLogprobs] = Field(default_factory=list)
     logprobs_status: LogprobsStatus = "not_requested"
     continuation: Literal["prefill", "raw"] | None = None
+    token_requests: list[TokenRequest] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     error: TraceError | None = None
 

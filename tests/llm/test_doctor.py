@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fake_ollama import FakeOllama, Fault, Reply
-from tracegen.generate import doctor as doctor_module
 from tracegen.cli import app
+from tracegen.generate import doctor as doctor_module
 
 CLEAN_ENV = {"OLLAMA_API_KEY": "", "OLLAMA_HOST": "", "COLUMNS": "200"}
 

@@ -20,7 +20,7 @@ from tracegen.errors import (
     ProtocolError,
     ServerError,
 )
-from tracegen.llm.base import ChatOptions, ChatRequest
+from tracegen.llm.base import ChatRequest, SamplingOptions
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.schema import ChatMessage
 
@@ -49,10 +49,10 @@ async def test_chat_accumulates_every_chunk_into_one_completion(fake_ollama: Fak
     fake_ollama.script(Reply(content=ANSWER, thinking="Add them.", tool_calls=[CALL]))
     async with backend(fake_ollama) as b:
         c = await b.chat(request(think=True))
-    assert (c.content, c.thinking, c.done_reason) == (ANSWER, "Add them.", "stop")
+    assert (c.content, c.thinking, c.finish_reason) == (ANSWER, "Add them.", "tool_calls")
     assert [t.function.name for t in c.tool_calls] == ["python"]
     assert c.tool_calls[0].function.arguments == {"code": "print(2)"}
-    assert c.eval_count > 0 and c.prompt_eval_count > 0 and c.eval_duration_ns > 0
+    assert c.completion_tokens > 0 and c.prompt_tokens > 0 and c.generation_s > 0
     assert (c.host, c.model, c.continuation) == (fake_ollama.url, "test-model", None)
 
 
@@ -88,15 +88,17 @@ async def test_tool_calls_are_collected_wherever_they_arrive(
 async def test_num_predict_cut_reports_length(fake_ollama: FakeOllama) -> None:
     fake_ollama.script(ANSWER)
     async with backend(fake_ollama) as b:
-        c = await b.chat(request(options=ChatOptions(num_predict=2)))
-    assert c.done_reason == "length" and len(c.content) < len(ANSWER)
+        c = await b.chat(request(options=SamplingOptions(max_tokens=2)))
+    assert c.finish_reason == "length" and len(c.content) < len(ANSWER)
 
 
 # ---------------------------------------------------------------- what is sent
 
 
 async def test_request_carries_options_with_stop_as_an_array(fake_ollama: FakeOllama) -> None:
-    options = ChatOptions(temperature=0.2, seed=3, num_ctx=8192, num_predict=64, stop=["<result>"])
+    options = SamplingOptions(
+        temperature=0.2, seed=3, context_tokens=8192, max_tokens=64, stop=["<result>"]
+    )
     tools = [{"type": "function", "function": {"name": "python", "parameters": {}}}]
     async with backend(fake_ollama, keep_alive="10m") as b:
         await b.chat(request(options=options, tools=tools, think=False, top_logprobs=5))
@@ -156,7 +158,9 @@ async def test_prefill_continues_the_assistant_message_on_chat(fake_ollama: Fake
 
 async def test_raw_renders_the_prompt_then_generates_raw(fake_ollama: FakeOllama) -> None:
     fake_ollama.script(" more text")
-    req = request(("user", "hi"), ("assistant", "<think>"), options=ChatOptions(num_ctx=4096))
+    req = request(
+        ("user", "hi"), ("assistant", "<think>"), options=SamplingOptions(context_tokens=4096)
+    )
     async with backend(fake_ollama) as b:
         c = await b.continue_message(req, "raw")
     assert (c.content, c.continuation) == (" more text", "raw")
@@ -314,7 +318,7 @@ SECRET = "sk-very-secret-0123456789"
 async def test_api_key_is_sent_as_a_bearer_header(fake_ollama: FakeOllama) -> None:
     async with backend(fake_ollama, api_key=SECRET) as b:
         await b.chat(request())
-        await b.version()
+        await b.server_info()
     assert all(h["authorization"] == f"Bearer {SECRET}" for _, _, h in fake_ollama.requests)
 
 
@@ -349,10 +353,12 @@ async def test_auth_failure_without_a_key_says_it_is_missing(fake_ollama: FakeOl
 # ---------------------------------------------------------------- metadata
 
 
-async def test_version_tags_and_show(fake_ollama: FakeOllama) -> None:
+async def test_server_info_model_names_and_features(fake_ollama: FakeOllama) -> None:
     async with backend(fake_ollama) as b:
-        assert await b.version()
-        assert await b.tags() == ["test-model"]
-        assert "tools" in (await b.show("test-model"))["capabilities"]
+        info = await b.server_info()
+        assert (info.kind, info.name) == ("ollama", "Ollama") and info.version
+        assert await b.model_names() == ["test-model"]
+        assert "tools" in await b.model_features()
+    async with OllamaBackend(fake_ollama.url, "other", max_attempts=1) as b:
         with pytest.raises(ModelNotFound, match="ollama pull other"):
-            await b.show("other")
+            await b.model_features()

@@ -11,7 +11,7 @@ import pytest
 from tests.fake_ollama import FakeOllama, Reply
 from tracegen.config import GenerationSettings
 from tracegen.data.prompts import load_prompt
-from tracegen.episode.spec import Episode
+from tracegen.episode.spec import EpisodeSpec
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.modes import get_mode
 from tracegen.sandbox import Sandbox
@@ -55,7 +55,7 @@ class Episodes:
         self.fake.script(*replies)
         generation = GenerationSettings(mode=mode, model="test-model", **settings)
         prompt = load_prompt(mode, generation.prompts_dir)
-        episode = Episode(
+        spec = EpisodeSpec(
             problem=problem,
             sample=0,
             trace_id="trace-1",
@@ -63,10 +63,8 @@ class Episodes:
             settings_hash=generation.digest(prompt),
             system_prompt=prompt,
             seed=7,
-            backend=self.backend,
-            sandbox=self.sandbox,
         )
-        return await get_mode(mode).run(episode)
+        return await get_mode(mode).run(spec, self.backend, self.sandbox)
 
     def bodies(self) -> list[dict[str, Any]]:
         """The bodies of the generation requests, in order (render-only ones left out)."""

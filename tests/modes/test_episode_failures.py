@@ -91,7 +91,7 @@ async def test_usage_hosts_and_timings_are_totalled_over_the_episode(episodes: E
     )
     assert trace.hosts == [episodes.fake.url]
     assert trace.usage.requests == trace.metrics.turns == 2
-    assert trace.usage.eval_count == trace.metrics.completion_tokens > 0
+    assert trace.usage.completion_tokens == trace.metrics.completion_tokens > 0
     assert trace.metrics.prompt_tokens > 0 and trace.metrics.generation_s > 0
     assert trace.metrics.execution_s > 0 and trace.metrics.latency_s >= trace.metrics.execution_s
     assert all(len(t.top_logprobs) == 2 for lp in trace.logprobs for t in lp.tokens)

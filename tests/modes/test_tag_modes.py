@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.modes.conftest import RIGHT, TWICE, WRONG, WRONG_FEEDBACK, Episodes
-from tracegen.modes.forced_interleave import CONTINUE
-from tracegen.modes.tool_feedback import NO_CODE
+from tracegen.modes.common import CONTINUE, NO_CODE
 
 SYSTEM_STOPS = ["\n<result>", "\n<error>", "\n<tool_response>"]
 PASSED = "<result>\n2/2 tests passed.\n</result>"

@@ -8,7 +8,7 @@ import pytest
 
 from tracegen.config import GenerationSettings
 from tracegen.errors import ConfigError
-from tracegen.generate.runfiles import RunFiles, settings_record, state_path
+from tracegen.generate.runfiles import RunFiles, state_path
 from tracegen.jsonl import iter_lines
 from tracegen.schema import Trace
 
@@ -39,7 +39,7 @@ def open_files(
         out,
         rejects,
         settings_hash=settings.digest("prompt"),
-        settings=settings_record(settings, "prompt"),
+        settings=settings.record("prompt"),
         overwrite=overwrite,
         warn=(warnings if warnings is not None else []).append,
     )

@@ -18,6 +18,7 @@ from tests.runner.conftest import (
     solver,
 )
 from tracegen.generate import scheduler as runner
+from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
 
@@ -116,7 +117,7 @@ def test_a_server_down_for_too_long_stops_the_run_with_a_resume_hint(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(runner, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=0.3))
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=0.3))
     model.fail_randomly(1.0, ["status"], seed=1)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 1

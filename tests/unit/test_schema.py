@@ -88,7 +88,7 @@ TRACE = Trace(
     logprobs=[TurnLogprobs(message_index=2, tokens=[TOKEN])],
     logprobs_status="present",
     continuation="prefill",
-    usage=Usage(requests=2, eval_count=10),
+    usage=Usage(requests=2, completion_tokens=10),
     error=TraceError(kind="limit", reason="max_iterations", message="5 iterations used"),
 )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -14,14 +13,14 @@ from tracegen.errors import TracegenError
 class _Group(TyperGroup):
     """Turns every `TracegenError` into one line on stderr and its exit status."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except TracegenError as e:
-            click.echo(f"tracegen: error: {e}", err=True)
+            typer.echo(f"tracegen: error: {e}", err=True)
             raise typer.Exit(e.exit_code) from None
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
 
 

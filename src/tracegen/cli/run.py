@@ -111,6 +111,6 @@ def run(
 
     settings = load_settings(RunSettings, flags, config_file=config_file)
 
-    from tracegen.generate.scheduler import run_command
+    from tracegen.generate.command import run_command
 
     raise typer.Exit(run_command(settings))

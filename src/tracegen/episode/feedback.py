@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -101,7 +101,9 @@ def tool_error_json(message: str) -> str:
     return orjson.dumps({"status": "not-run", "error": message}).decode()
 
 
-def execution_feedback(result: ExecResult, problem: Problem, *, tested: bool) -> tuple[str, str]:
+def execution_feedback(
+    result: ExecResult, problem: Problem, *, tested: bool
+) -> tuple[Literal["result", "error"], str]:
     """``(tag, text)`` for the tag modes: ``result`` when the run succeeded, else ``error``."""
     text = format_test_feedback(result, problem) if tested else format_run_feedback(result)
     return ("result" if result.status == "ok" else "error"), text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,7 +19,6 @@ import msgspec
 import orjson
 import yaml
 
-from tracegen import __version__
 from tracegen.export.sidecar import read_steps
 from tracegen.problems.loader import shipped_sets
 from tracegen.rawlines import decode_trace, iter_raw
@@ -257,7 +257,7 @@ def render_card(
         "",
         "## Provenance",
         "",
-        f"- converted with tracegen {__version__} from `{source_path}` "
+        f"- converted with tracegen {version('tracegen')} from `{source_path}` "
         f"({source.traces:,} traces, {source.success:,} successful "
         f"({_rate(source.success, source.traces)}), {source.ideal:,} ideal "
         f"({_rate(source.ideal, source.traces)}))",

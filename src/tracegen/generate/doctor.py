@@ -9,10 +9,11 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
-from tracegen.config import RunSettings
+from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, ModelNotFound, TracegenError
-from tracegen.llm.base import ChatOptions, ChatRequest
-from tracegen.llm.ollama import PROBE_TIMEOUT_S, OllamaBackend
+from tracegen.llm.base import ChatRequest, HostBackend, SamplingOptions
+from tracegen.llm.factory import backend_for
+from tracegen.llm.http import PROBE_TIMEOUT_S
 from tracegen.sandbox import detect_isolation
 from tracegen.schema import ChatMessage
 
@@ -58,45 +59,46 @@ async def run_checks(settings: RunSettings) -> list[Check]:
 
 
 async def check_host(settings: RunSettings, host: str) -> list[Check]:
-    """Reachability and version, the model, its capabilities, logprobs on a one-token request."""
-    key = settings.api_key.get_secret_value() if settings.api_key else None
-    model = settings.model
+    """Reachability and version, the model, its features, logprobs on a one-token request."""
     prefix = f"{host} " if len(settings.hosts) > 1 else ""
     probe_s = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
-    async with OllamaBackend(host, model, api_key=key, timeout_s=probe_s, max_attempts=1) as probe:
+    probe = backend_for(settings, host, timeout_s=probe_s, max_attempts=1)
+    try:
+        info = await probe.server_info()
+    except BackendError as e:
+        return [Check(f"{prefix}host", "fail", str(e))]
+    finally:
+        await probe.aclose()
+    shown = redact_url(host)
+    checks = [Check(f"{prefix}host", "ok", f"{shown} reachable, {info.name} {info.version}")]
+    backend = backend_for(settings, host, max_attempts=1)
+    try:
         try:
-            version = await probe.version()
-        except BackendError as e:
-            return [Check(f"{prefix}host", "fail", str(e))]
-    checks = [Check(f"{prefix}host", "ok", f"{host} reachable, Ollama {version}")]
-    async with OllamaBackend(
-        host, model, api_key=key, timeout_s=settings.request_timeout_s, max_attempts=1
-    ) as backend:
-        try:
-            info = await backend.show(model)
+            features = await backend.model_features()
         except ModelNotFound as e:
             return [*checks, Check(f"{prefix}model", "fail", await _not_found(backend, e))]
         except BackendError as e:
             return [*checks, Check(f"{prefix}model", "fail", str(e))]
-        checks.append(Check(f"{prefix}model", "ok", f"{model} present"))
-        capabilities = info.get("capabilities") or []
-        checks.append(_capability(settings, prefix, "tools", capabilities))
-        checks.append(_capability(settings, prefix, "thinking", capabilities))
+        checks.append(Check(f"{prefix}model", "ok", f"{settings.model} present"))
+        checks.append(_capability(settings, prefix, "tools", features))
+        checks.append(_capability(settings, prefix, "thinking", features))
         checks.append(await _logprobs(settings, prefix, backend))
         return checks
+    finally:
+        await backend.aclose()
 
 
-async def _not_found(backend: OllamaBackend, error: ModelNotFound) -> str:
+async def _not_found(backend: HostBackend, error: ModelNotFound) -> str:
     try:
-        names = await backend.tags()
+        names = await backend.model_names()
     except BackendError:
         return str(error)
     shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
     return f"{error} (available: {shown or 'none'})"
 
 
-def _capability(settings: RunSettings, prefix: str, name: str, capabilities: list[str]) -> Check:
-    if name in capabilities:
+def _capability(settings: RunSettings, prefix: str, name: str, features: set[str]) -> Check:
+    if name in features:
         return Check(f"{prefix}{name}", "ok", f"{settings.model} supports {name}")
     needed = (name == "tools" and settings.mode == "native-tools") or (
         name == "thinking" and settings.think is True
@@ -105,10 +107,10 @@ def _capability(settings: RunSettings, prefix: str, name: str, capabilities: lis
     return Check(f"{prefix}{name}", "fail" if needed else "warn", f"not supported ({why})")
 
 
-async def _logprobs(settings: RunSettings, prefix: str, backend: OllamaBackend) -> Check:
+async def _logprobs(settings: RunSettings, prefix: str, backend: HostBackend) -> Check:
     request = ChatRequest(
         messages=[ChatMessage(role="user", content="Say OK.")],
-        options=ChatOptions(num_predict=1, num_ctx=settings.num_ctx),
+        options=SamplingOptions(max_tokens=1, context_tokens=settings.num_ctx),
         logprobs=True,
     )
     name = f"{prefix}logprobs"

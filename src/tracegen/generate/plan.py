@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import random
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 
+from tracegen.config import GenerationSettings
+from tracegen.episode.spec import EpisodeSpec, Key
 from tracegen.schema import Problem
-
-Key = tuple[str, int, str, str]
 
 
 def _digest(*parts: object) -> bytes:
@@ -45,3 +45,51 @@ def work_order(
         order = shuffled
     for i in order:
         yield problems[i // num_samples], i % num_samples
+
+
+class Plan:
+    """Every episode of a run, as `EpisodeSpec`s made lazily in work order."""
+
+    def __init__(
+        self,
+        problems: Sequence[Problem],
+        settings: GenerationSettings,
+        system_prompt: str,
+        num_samples: int,
+        seed: int | None,
+    ) -> None:
+        self.problems = problems
+        self.settings = settings
+        self.system_prompt = system_prompt
+        self.num_samples = num_samples
+        self.seed = seed
+        self.settings_hash = settings.digest(system_prompt)
+
+    @property
+    def size(self) -> int:
+        return len(self.problems) * self.num_samples
+
+    def key(self, problem: Problem, sample: int) -> Key:
+        return (problem.id, sample, self.settings.mode, self.settings.model)
+
+    def count(self, done: Container[Key]) -> int:
+        """How many episodes are not in ``done``."""
+        return sum(
+            self.key(p, s) not in done
+            for p, s in work_order(self.problems, self.num_samples, self.seed)
+        )
+
+    def specs(self, done: Container[Key]) -> Iterator[EpisodeSpec]:
+        """The episodes not in ``done`` (checked as each is taken), in work order."""
+        for problem, sample in work_order(self.problems, self.num_samples, self.seed):
+            key = self.key(problem, sample)
+            if key not in done:
+                yield EpisodeSpec(
+                    problem=problem,
+                    sample=sample,
+                    trace_id=trace_id(key, self.settings_hash),
+                    settings=self.settings,
+                    settings_hash=self.settings_hash,
+                    system_prompt=self.system_prompt,
+                    seed=episode_seed(self.seed, problem.id, sample),
+                )

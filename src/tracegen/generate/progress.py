@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -53,7 +51,7 @@ class RunStats:
         self.rejected += not accepted and trace.error is None
         self.success += trace.success
         self.ideal += trace.is_ideal
-        self.tokens += trace.usage.eval_count
+        self.tokens += trace.usage.completion_tokens
         if trace.error is not None:
             self.failed += 1
             self.failures[f"{trace.error.kind}: {trace.error.reason}"] += 1
@@ -97,15 +95,6 @@ def _status(s: RunStats, in_flight: int) -> str:
     )
 
 
-class _RetryHandler(logging.Handler):
-    def __init__(self, reporter: Reporter) -> None:
-        super().__init__(logging.WARNING)
-        self.reporter = reporter
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.reporter.retry(record.getMessage())
-
-
 class Reporter:
     """Shows the progress of a run in one of three ways: ``live``, ``plain`` or ``quiet``."""
 
@@ -147,18 +136,6 @@ class Reporter:
         self.stats.retries += 1
         if self.display == "plain":
             self.warn(message)
-
-    @contextlib.contextmanager
-    def retries_from(self, logger: logging.Logger) -> Iterator[None]:
-        """While open, the warnings ``logger`` emits (the backend's retries) go to `retry`."""
-        handler = _RetryHandler(self)
-        propagate, logger.propagate = logger.propagate, False
-        logger.addHandler(handler)
-        try:
-            yield
-        finally:
-            logger.removeHandler(handler)
-            logger.propagate = propagate
 
     def notice(self, message: str) -> None:
         """A line on stderr, shown even with ``--quiet``."""

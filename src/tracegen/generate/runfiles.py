@@ -25,22 +25,20 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError
 
-from tracegen.config import GenerationSettings
+from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, OutputError
-from tracegen.generate.plan import Key
+from tracegen.grading.filters import Outcome
 from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
 
-STATE_SCHEMA = "tracegen.state/1"
-Outcome = Literal["accepted", "rejected", "failed"]
+STATE_SCHEMA: Final = "tracegen.state/1"
 
 
 class StateHeader(Record):
@@ -66,13 +64,6 @@ class StateLine(Record):
 
 def state_path(output: Path) -> Path:
     return output.with_name(output.name + ".state")
-
-
-def settings_record(settings: GenerationSettings, system_prompt: str) -> dict[str, Any]:
-    """The settings as recorded in the state header (what `GenerationSettings.digest` hashes)."""
-    data = settings.model_dump(mode="json", exclude={"prompts_dir"})
-    data["prompt_sha256"] = hashlib.sha256(system_prompt.encode()).hexdigest()
-    return data
 
 
 class _Mismatch(Exception):

@@ -116,5 +116,4 @@ def grade_answer(problem: Problem, answer: str | None) -> ExecResult:
         )
         for t in problem.tests
     ]
-    status = "ok" if all(r.passed for r in results) else "failed"
-    return ExecResult(status=status, tests=results)
+    return ExecResult(status="ok" if all(r.passed for r in results) else "failed", tests=results)

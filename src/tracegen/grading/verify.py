@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -18,7 +18,7 @@ from tracegen.jsonl import iter_lines
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import TRACE_SCHEMA, ExecResult, ExecStatus, Problem, Record, TestResult
 
-VERDICT_SCHEMA = "tracegen.verdict/1"
+VERDICT_SCHEMA: Final = "tracegen.verdict/1"
 
 
 class Verdict(Record):

@@ -1,5 +1,21 @@
-"""Model backends: one wire protocol each, typed completions out, no knowledge of traces."""
+"""Model backends: one wire protocol each, neutral typed completions out, no knowledge of traces.
 
-from tracegen.llm.base import Backend, ChatOptions, ChatRequest, Completion
+`tracegen.llm.factory` is the only module that names a backend class."""
 
-__all__ = ["Backend", "ChatOptions", "ChatRequest", "Completion"]
+from tracegen.llm.base import (
+    Backend,
+    Capabilities,
+    ChatRequest,
+    Completion,
+    HostBackend,
+    SamplingOptions,
+)
+
+__all__ = [
+    "Backend",
+    "Capabilities",
+    "ChatRequest",
+    "Completion",
+    "HostBackend",
+    "SamplingOptions",
+]

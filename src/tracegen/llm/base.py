@@ -1,7 +1,17 @@
-"""The backend protocol modes talk to. Implementations: `tracegen.llm.ollama`."""
+"""The neutral model layer: what modes ask of any backend, and what comes back.
+
+Nothing here names a server. Each backend (one module per wire protocol, or a model run in
+process) maps `SamplingOptions` to its own fields and fills a `Completion` with the same
+meaning whatever the server: ``finish_reason`` is ``stop``, ``length`` or ``tool_calls``;
+token counts and durations (seconds) are what the server reported, zero when it said nothing.
+A backend declares what it can do in `Capabilities`; callers ask for a capability, never test
+for a class.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -9,10 +19,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from tracegen.schema import ChatMessage, TokenLogprob, ToolCall
 
 ContinueMethod = Literal["prefill", "raw"]
+"""How a partial assistant message is continued: ``prefill`` sends it last in a chat request
+(the server must not close the turn); ``raw`` renders the chat template and continues the text."""
+FinishReason = Literal["stop", "length", "tool_calls"]
+RetryListener = Callable[[str], None]
+"""Told one line each time a request is retried (the run's progress counts them)."""
 
 
-class ChatOptions(BaseModel):
-    """Sampling options sent as Ollama ``options``; ``None`` fields are not sent."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What one backend can give; ``continuation`` lists the methods it supports, best first."""
+
+    logprobs: bool = True
+    token_ids: bool = False
+    continuation: tuple[ContinueMethod, ...] = ()
+    tools: bool = True
+    thinking: bool = False
+
+
+class SamplingOptions(BaseModel):
+    """Backend-neutral sampling options; ``None`` fields are left to the server."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -20,8 +46,8 @@ class ChatOptions(BaseModel):
     top_p: float | None = None
     top_k: int | None = None
     seed: int | None = None
-    num_predict: int | None = None
-    num_ctx: int | None = None
+    max_tokens: int | None = None
+    context_tokens: int | None = None
     stop: list[str] = Field(default_factory=list)
 
 
@@ -33,7 +59,7 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage]
     tools: list[dict[str, Any]] | None = None
     think: bool | Literal["low", "medium", "high"] | None = None
-    options: ChatOptions = Field(default_factory=ChatOptions)
+    options: SamplingOptions = Field(default_factory=SamplingOptions)
     logprobs: bool = True
     top_logprobs: int = Field(default=0, ge=0, le=20)
 
@@ -47,20 +73,25 @@ class Completion(BaseModel):
     thinking: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     logprobs: list[TokenLogprob] | None = None
-    done_reason: str | None = None
-    prompt_eval_count: int = 0
-    eval_count: int = 0
-    total_duration_ns: int = 0
-    load_duration_ns: int = 0
-    prompt_eval_duration_ns: int = 0
-    eval_duration_ns: int = 0
+    finish_reason: FinishReason | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_s: float = 0.0
+    generation_s: float = 0.0
+    load_s: float = 0.0
+    total_s: float = 0.0
     host: str = ""
     model: str = ""
     continuation: ContinueMethod | None = None
+    prompt_ids: list[int] | None = None
+    """The token ids of the whole prompt the model was given, where the backend knows them."""
+    completion_ids: list[int] | None = None
+    """Every token id the model sampled (a stop string's included), where the backend knows
+    them; `logprobs` may hold fewer tokens (servers drop the stop string's)."""
 
 
 class Backend(Protocol):
-    """What a mode may ask of a model server."""
+    """What a mode may ask of a model: a backend for one host, or a pool of them."""
 
     model: str
 
@@ -69,10 +100,37 @@ class Backend(Protocol):
         ...
 
     async def continue_message(self, request: ChatRequest, method: ContinueMethod) -> Completion:
-        """Continue the partial assistant message that ends ``request.messages``.
-
-        ``prefill`` sends it as the last message of ``/api/chat``; ``raw`` renders the chat
-        template and continues with ``/api/generate`` in raw mode. The completion holds only
-        the new text.
-        """
+        """Continue the partial assistant message that ends ``request.messages``; the
+        completion holds only the new text."""
         ...
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """Who answers at a host: ``kind`` (``ollama``…), its ``name`` for people, and its
+    ``version`` as the server says."""
+
+    kind: str
+    name: str
+    version: str
+
+
+class HostBackend(Backend, Protocol):
+    """A backend bound to one server: the unit the pool spreads requests over."""
+
+    host: str
+    capabilities: Capabilities
+
+    async def server_info(self) -> ServerInfo:
+        """One quick request that proves the host answers (`BackendUnavailable` if not)."""
+        ...
+
+    async def model_names(self) -> list[str]:
+        """The models the server offers."""
+        ...
+
+    async def model_features(self) -> set[str]:
+        """What the model itself supports (``tools``, ``thinking``…); `ModelNotFound` if absent."""
+        ...
+
+    async def aclose(self) -> None: ...

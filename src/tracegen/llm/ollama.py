@@ -1,119 +1,58 @@
-"""Ollama's native API over httpx: streamed ``/api/chat``, raw ``/api/generate``, typed errors.
+"""Ollama's native API: streamed ``/api/chat``, raw ``/api/generate``, model information.
 
 Follows ollama/ollama ``docs/openapi.yaml`` @ 82360f08 and ``api/types.go`` of v0.12.11+ (the first
 release with ``logprobs``/``top_logprobs``), ``docs/api/errors.mdx`` @ e99f4b9a (an error after
 streaming began is an ``{"error"}`` line with status 200) and ``server/routes.go`` (a chat request
-with ``_debug_render_only`` answers ``_debug_info.rendered_template``, v0.11.5+).
+with ``_debug_render_only`` answers ``_debug_info.rendered_template``, v0.11.5+). Transport,
+retries and status codes are `tracegen.llm.http`'s.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
-import httpx
 import orjson
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
-from tracegen.errors import (
-    AuthError,
-    BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    BadRequest,
-    ConfigError,
-    ModelNotFound,
-    Overloaded,
-    ProtocolError,
-    ServerError,
+from tracegen.errors import BadRequest, ProtocolError, ServerError
+from tracegen.llm.base import (
+    Capabilities,
+    ChatRequest,
+    Completion,
+    ContinueMethod,
+    FinishReason,
+    ServerInfo,
 )
-from tracegen.llm.base import ChatRequest, Completion, ContinueMethod
+from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.schema import TokenLogprob, ToolCall, ToolFunction, TopLogprob
 
-log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-PROBE_TIMEOUT_S = 10.0
-"""How long a host may take to answer ``/api/version`` before it counts as down."""
-
-_METRICS = {
-    "prompt_eval_count": "prompt_eval_count",
-    "eval_count": "eval_count",
-    "total_duration": "total_duration_ns",
-    "load_duration": "load_duration_ns",
-    "prompt_eval_duration": "prompt_eval_duration_ns",
-    "eval_duration": "eval_duration_ns",
-}
+NS = 1e-9
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
 
 
-class OllamaBackend:
-    """One Ollama host and model; one pooled `httpx.AsyncClient`; bounded retries on faults.
+class OllamaBackend(HttpBackend):
+    """One Ollama host and model."""
 
-    Retries restart a request from scratch (a partial stream is discarded), waiting a random
-    time up to ``retry_initial_s · 2^n`` (capped at ``retry_max_s``): at most ``max_attempts``
-    attempts and ``max_retry_s`` seconds of waiting between them, so a long generation that
-    fails late is still retried.
-    """
+    server_name: ClassVar[str] = "Ollama"
+    key_variable: ClassVar[str] = "OLLAMA_API_KEY"
+    capabilities = Capabilities(
+        logprobs=True, token_ids=False, continuation=("prefill", "raw"), tools=True, thinking=True
+    )
 
-    def __init__(
-        self,
-        host: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = 600.0,
-        max_attempts: int = 5,
-        max_retry_s: float = 120.0,
-        retry_initial_s: float = 1.0,
-        retry_max_s: float = 30.0,
-        keep_alive: str | None = None,
-        max_connections: int = 32,
-    ) -> None:
-        self.host = host.rstrip("/")
-        self.model = model
-        self.timeout_s = timeout_s
+    def __init__(self, host: str, model: str, *, keep_alive: str | None = None, **kw: Any) -> None:
+        super().__init__(host, model, **kw)
         self.keep_alive = keep_alive
-        self._has_key = bool(api_key)
-        self._attempts = max(1, max_attempts)
-        self._max_retry_s = max_retry_s
-        self._retry_initial_s = retry_initial_s
-        self._retry_max_s = retry_max_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=self.host,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-        )
 
-    def __repr__(self) -> str:
-        key = "set" if self._has_key else "none"
-        return f"OllamaBackend(host={self.host!r}, model={self.model!r}, api_key={key})"
+    def unreachable_hint(self) -> str:
+        return f"cannot reach Ollama at {self._shown_host}: is `ollama serve` running?"
 
-    async def __aenter__(self) -> OllamaBackend:
-        return self
+    def not_found_hint(self, model: str) -> str:
+        return f"model {model} not found at {self._shown_host}: run `ollama pull {model}`"
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-    # ------------------------------------------------------------ public API
+    # ------------------------------------------------------------ the backend protocol
 
     async def chat(self, request: ChatRequest) -> Completion:
         body = self._chat_body(request)
-        return await self._retrying(partial(self._stream, "/api/chat", body, request.logprobs))
+        return await self.retrying(lambda: self._stream("/api/chat", body, request.logprobs))
 
     async def continue_message(self, request: ChatRequest, method: ContinueMethod) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
@@ -123,33 +62,40 @@ class OllamaBackend:
         else:
             prompt = await self._render(request)
             body = self._generate_body(request, prompt)
-            completion = await self._retrying(
-                partial(self._stream, "/api/generate", body, request.logprobs)
+            completion = await self.retrying(
+                lambda: self._stream("/api/generate", body, request.logprobs)
             )
         completion.continuation = method
         return completion
 
-    async def version(self) -> str:
-        data = await self._retrying(partial(self._json, "GET", "/api/version"))
-        return str(data.get("version", ""))
+    async def server_info(self) -> ServerInfo:
+        data = await self.get_json("/api/version")
+        return ServerInfo(kind="ollama", name="Ollama", version=str(data.get("version", "")))
 
-    async def tags(self) -> list[str]:
-        data = await self._retrying(partial(self._json, "GET", "/api/tags"))
+    async def model_names(self) -> list[str]:
+        data = await self.get_json("/api/tags")
         return [str(m.get("name", "")) for m in data.get("models") or []]
 
-    async def show(self, model: str) -> dict[str, Any]:
-        """``/api/show``: ``capabilities`` (``tools``, ``thinking``…), ``parameters``…"""
-        return await self._retrying(
-            partial(self._json, "POST", "/api/show", {"model": model}, model=model)
-        )
+    async def model_features(self) -> set[str]:
+        """``/api/show`` ``capabilities`` (``completion``, ``tools``, ``thinking``…)."""
+        data = await self.post_json("/api/show", {"model": self.model})
+        return {str(c) for c in data.get("capabilities") or []}
 
     # ------------------------------------------------------------ request bodies
 
-    def _base_body(self, request: ChatRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "stream": True}
-        options = request.options.model_dump(exclude_none=True)
-        if not options.get("stop"):
-            options.pop("stop", None)
+    def _base_body(self, request: ChatRequest) -> Json:
+        body: Json = {"model": self.model, "stream": True}
+        o = request.options
+        options = {
+            "temperature": o.temperature,
+            "top_p": o.top_p,
+            "top_k": o.top_k,
+            "seed": o.seed,
+            "num_predict": o.max_tokens,
+            "num_ctx": o.context_tokens,
+            "stop": o.stop or None,
+        }
+        options = {k: v for k, v in options.items() if v is not None}
         if options:
             body["options"] = options
         if request.logprobs:
@@ -160,7 +106,7 @@ class OllamaBackend:
             body["keep_alive"] = self.keep_alive
         return body
 
-    def _chat_body(self, request: ChatRequest) -> dict[str, Any]:
+    def _chat_body(self, request: ChatRequest) -> Json:
         body = self._base_body(request)
         body["messages"] = [m.model_dump(mode="json", exclude_none=True) for m in request.messages]
         if request.tools:
@@ -169,7 +115,7 @@ class OllamaBackend:
             body["think"] = request.think
         return body
 
-    def _generate_body(self, request: ChatRequest, prompt: str) -> dict[str, Any]:
+    def _generate_body(self, request: ChatRequest, prompt: str) -> Json:
         body = self._base_body(request)
         body.update(prompt=prompt, raw=True, think=False)
         return body
@@ -179,144 +125,30 @@ class OllamaBackend:
         for key in ("logprobs", "top_logprobs", "keep_alive"):
             body.pop(key, None)
         body.update(stream=False, _debug_render_only=True)
-        data = await self._retrying(partial(self._json, "POST", "/api/chat", body))
+        data = await self.post_json("/api/chat", body)
         info = data.get("_debug_info")
         if not isinstance(info, dict) or not isinstance(info.get("rendered_template"), str):
             raise BadRequest(
-                f"{self.host} did not return a rendered prompt: "
+                f"{self._shown_host} did not return a rendered prompt: "
                 "raw continuation needs Ollama 0.11.5 or newer"
             )
         return info["rendered_template"]
 
-    # ------------------------------------------------------------ transport
+    # ------------------------------------------------------------ the stream
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._attempts) | self._out_of_retry_time,
-            wait=wait_random_exponential(multiplier=self._retry_initial_s, max=self._retry_max_s),
-            retry=retry_if_exception(lambda e: isinstance(e, BackendError) and e.retryable),
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
-        return await retrying(attempt)
-
-    def _out_of_retry_time(self, state: RetryCallState) -> bool:
-        return state.idle_for >= self._max_retry_s
-
-    def _log_retry(self, state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning(
-            "%s (attempt %d of %d); retrying in %.1fs",
-            error,
-            state.attempt_number,
-            self._attempts,
-            wait,
-        )
-
-    async def _json(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None = None,
-        *,
-        model: str | None = None,
-    ) -> dict[str, Any]:
-        async with _Request(self, method, path, body, model or self.model) as response:
-            try:
-                raw = await response.aread()
-            except httpx.TransportError as e:
-                raise self._transport_error(e) from None
-        return _json_object(raw, f"{self.host}{path}", "response")
-
-    async def _stream(self, path: str, body: dict[str, Any], asked_logprobs: bool) -> Completion:
+    async def _stream(self, path: str, body: Json, asked_logprobs: bool) -> Completion:
         acc = _Accumulator(chat=path == "/api/chat")
-        async with _Request(self, "POST", path, body, self.model) as response:
-            try:
-                async for line in _lines(response):
-                    chunk = self._parse_line(line)
-                    if "error" in chunk:
-                        raise ServerError(f"{self.host} failed mid-response: {chunk['error']}")
-                    acc.add(chunk)
-                    if chunk.get("done"):
-                        break
-            except httpx.TransportError as e:
-                raise self._transport_error(e) from None
+        async with self.open("POST", path, body) as response:
+            async for line in self.lines(response):  # to its end: the connection is reused
+                if acc.final is not None:
+                    continue
+                chunk = self.json_object(line, "NDJSON line")
+                if "error" in chunk:
+                    raise ServerError(f"{self._shown_host} failed mid-response: {chunk['error']}")
+                acc.add(chunk)
         if acc.final is None:
-            raise ServerError(f"{self.host} ended the response before its final chunk")
+            raise ServerError(f"{self._shown_host} ended the response before its final chunk")
         return acc.completion(self.host, self.model, asked_logprobs)
-
-    def _parse_line(self, line: str) -> dict[str, Any]:
-        return _json_object(line, self.host, "NDJSON line")
-
-    def _transport_error(self, e: httpx.TransportError) -> BackendError:
-        if isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
-            return BackendUnavailable(
-                f"cannot reach Ollama at {self.host}: is `ollama serve` running?"
-            )
-        if isinstance(e, httpx.TimeoutException):
-            return BackendTimeout(f"{self.host} did not answer within {self.timeout_s:g}s")
-        if isinstance(e, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-            return ServerError(f"{self.host} dropped the connection mid-response")
-        return BackendUnavailable(f"cannot talk to Ollama at {self.host}: {type(e).__name__}")
-
-    def _status_error(self, status: int, message: str, model: str) -> BackendError:
-        where = f"{self.host} (HTTP {status})"
-        if status == 404:
-            return ModelNotFound(
-                f"model {model} not found at {self.host}: run `ollama pull {model}`"
-            )
-        if status in (401, 403):
-            hint = (
-                "OLLAMA_API_KEY was rejected: check it"
-                if self._has_key
-                else "OLLAMA_API_KEY is missing: set it for this host"
-            )
-            return AuthError(f"{where} refused the request: {hint}")
-        if status in (429, 503):
-            return Overloaded(f"{where} is busy: {message}")
-        if status >= 500:
-            return ServerError(f"{where} failed: {message}")
-        return BadRequest(f"{where} rejected the request: {message}")
-
-
-class _Request:
-    """``async with``: send one request; transport faults and error statuses become our errors."""
-
-    def __init__(
-        self,
-        backend: OllamaBackend,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None,
-        model: str,
-    ) -> None:
-        self._backend = backend
-        self._model = model
-        content = orjson.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json"} if body is not None else None
-        self._stream = backend._client.stream(method, path, content=content, headers=headers)
-
-    async def __aenter__(self) -> httpx.Response:
-        backend = self._backend
-        try:
-            response = await self._stream.__aenter__()
-        except httpx.TransportError as e:
-            raise backend._transport_error(e) from None
-        except httpx.InvalidURL as e:
-            raise ConfigError(f"invalid Ollama host {backend.host!r}: {e}") from None
-        if response.status_code != 200:
-            try:
-                raw = await response.aread()
-            except httpx.TransportError as e:
-                await self._stream.__aexit__(None, None, None)
-                raise backend._transport_error(e) from None
-            await self._stream.__aexit__(None, None, None)
-            raise backend._status_error(response.status_code, _error_message(raw), self._model)
-        return response
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._stream.__aexit__(*exc)
 
 
 class _Accumulator:
@@ -328,9 +160,9 @@ class _Accumulator:
         self.thinking: list[str] = []
         self.tool_calls: list[ToolCall] = []
         self.logprobs: list[TokenLogprob] = []
-        self.final: dict[str, Any] | None = None
+        self.final: Json | None = None
 
-    def add(self, chunk: dict[str, Any]) -> None:
+    def add(self, chunk: Json) -> None:
         if self.chat:
             message = chunk.get("message") or {}
             self.content.append(message.get("content") or "")
@@ -345,50 +177,33 @@ class _Accumulator:
 
     def completion(self, host: str, model: str, asked_logprobs: bool) -> Completion:
         final = self.final or {}
-        metrics = {ours: int(final.get(theirs) or 0) for theirs, ours in _METRICS.items()}
+
+        def seconds(key: str) -> float:
+            return _int(final, key) * NS
+
+        finish = _FINISH.get(str(final.get("done_reason")))
+        if finish == "stop" and self.tool_calls:
+            finish = "tool_calls"
         return Completion(
             content="".join(self.content),
             thinking="".join(self.thinking),
             tool_calls=self.tool_calls,
             logprobs=self.logprobs if asked_logprobs and self.logprobs else None,
-            done_reason=final.get("done_reason"),
+            finish_reason=finish,
+            prompt_tokens=_int(final, "prompt_eval_count"),
+            completion_tokens=_int(final, "eval_count"),
+            prompt_s=seconds("prompt_eval_duration"),
+            generation_s=seconds("eval_duration"),
+            load_s=seconds("load_duration"),
+            total_s=seconds("total_duration"),
             host=host,
             model=model,
-            **metrics,
         )
 
 
-async def _lines(response: httpx.Response) -> AsyncIterator[str]:
-    async for line in response.aiter_lines():
-        if line.strip():
-            yield line
-
-
-def _clip(text: str | bytes, limit: int = 80) -> str:
-    if isinstance(text, bytes):
-        text = text.decode(errors="replace")
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _json_object(raw: str | bytes, source: str, what: str) -> dict[str, Any]:
-    """``raw`` as a JSON object, or `ProtocolError` naming its ``source`` and ``what`` it is."""
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ProtocolError(f"{source} sent a malformed {what}: {_clip(raw)!r}") from None
-    if not isinstance(data, dict):
-        raise ProtocolError(f"{source} sent a {what} that is not a JSON object")
-    return data
-
-
-def _error_message(raw: bytes) -> str:
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _clip(raw.decode(errors="replace").strip(), 200) or "no message"
-    if isinstance(data, dict) and data.get("error"):
-        return str(data["error"])
-    return _clip(raw.decode(errors="replace"), 200)
+def _int(data: Json, key: str) -> int:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _token_logprob(entry: Any) -> TokenLogprob:
@@ -403,7 +218,7 @@ def _token_logprob(entry: Any) -> TokenLogprob:
             ],
         )
     except (KeyError, TypeError, ValueError):
-        raise ProtocolError(f"malformed logprobs entry: {_clip(str(entry))}") from None
+        raise ProtocolError(f"malformed logprobs entry: {clip(str(entry))}") from None
 
 
 def _tool_call(entry: Any) -> ToolCall:
@@ -419,4 +234,4 @@ def _tool_call(entry: Any) -> ToolCall:
             ),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise ProtocolError(f"malformed tool call: {_clip(str(entry))}") from None
+        raise ProtocolError(f"malformed tool call: {clip(str(entry))}") from None

@@ -20,25 +20,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Protocol
 
 from tracegen.errors import BackendError, BackendUnavailable
-from tracegen.llm.base import ChatRequest, Completion, ContinueMethod
+from tracegen.llm.base import ChatRequest, Completion, ContinueMethod, HostBackend
 
 _last_host: ContextVar[str | None] = ContextVar("tracegen_last_host", default=None)
-
-
-class HostBackend(Protocol):
-    """A backend bound to one server (`OllamaBackend`)."""
-
-    host: str
-    model: str
-
-    async def chat(self, request: ChatRequest) -> Completion: ...
-
-    async def continue_message(
-        self, request: ChatRequest, method: ContinueMethod
-    ) -> Completion: ...
 
 
 @dataclass
@@ -79,6 +65,7 @@ class HostPool:
             raise ValueError("HostPool needs at least one backend")
         self.hosts = [HostState(b) for b in backends]
         self.model = backends[0].model
+        self.capabilities = backends[0].capabilities
         self.limit = limit
         self.failures_to_bench = failures_to_bench
         self.bench_s = bench_s
@@ -178,6 +165,4 @@ class HostPool:
 
     async def aclose(self) -> None:
         for h in self.hosts:
-            close = getattr(h.backend, "aclose", None)
-            if close is not None:
-                await close()
+            await h.backend.aclose()

@@ -1,42 +1,23 @@
-"""The generation modes: one module per conversation protocol, and the registry."""
+"""The generation modes: one module per conversation protocol, registered by name.
 
+Adding a mode: a module here with a `TracedMode` subclass decorated with ``@register``, its
+import below, and its system prompt in ``prompts/<name>.txt``."""
+
+# ruff: noqa: I001  (the imports register the modes in the order users see them)
 from __future__ import annotations
 
-from tracegen.episode.spec import Episode, Mode
-from tracegen.errors import ConfigError
-
-MODE_NAMES = (
-    "markers",
-    "forced-interleave",
-    "tool-feedback",
-    "interleaved-tools",
-    "inline-tools",
-    "structured",
-    "native-tools",
+from tracegen.modes import (  # noqa: F401
+    markers,
+    forced_interleave,
+    tool_feedback,
+    interleaved_tools,
+    inline_tools,
+    structured,
+    native_tools,
 )
+from tracegen.modes.base import Mode
+from tracegen.modes.registry import get_mode, mode_names
 
-__all__ = ["MODE_NAMES", "Episode", "Mode", "get_mode"]
+MODE_NAMES = mode_names()
 
-
-def get_mode(name: str) -> Mode:
-    """The mode called ``name``; an unknown name is a `ConfigError` listing the known ones."""
-    if name not in MODE_NAMES:
-        raise ConfigError(f"unknown mode {name!r}; known: {', '.join(MODE_NAMES)}")
-    from tracegen.modes.forced_interleave import ForcedInterleave
-    from tracegen.modes.inline_tools import InlineTools
-    from tracegen.modes.interleaved_tools import InterleavedTools
-    from tracegen.modes.markers import Markers
-    from tracegen.modes.native_tools import NativeTools
-    from tracegen.modes.structured import Structured
-    from tracegen.modes.tool_feedback import ToolFeedback
-
-    modes: list[Mode] = [
-        Markers(),
-        ForcedInterleave(),
-        ToolFeedback(),
-        InterleavedTools(),
-        InlineTools(),
-        Structured(),
-        NativeTools(),
-    ]
-    return next(m for m in modes if m.name == name)
+__all__ = ["MODE_NAMES", "Mode", "get_mode"]

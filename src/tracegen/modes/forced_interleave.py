@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from tracegen.episode.session import Session, TracedMode, turn_kinds
-from tracegen.modes.markers import assembled, interleaved
+from tracegen.episode.session import Session
+from tracegen.modes.base import TracedMode
+from tracegen.modes.common import CONTINUE, STEP_TAGS, assembled, interleaved, tag_turn, turn_kinds
+from tracegen.modes.registry import register
 from tracegen.schema import Trace
 
-STEP_TAGS = ("think", "code", "verify")
-CONTINUE = "Continue with your next step."
 
-
+@register
 class ForcedInterleave(TracedMode):
     name = "forced-interleave"
 
     async def converse(self, session: Session) -> None:
-        while not any(s.kind == "verify" for s in await session.tag_turn(STEP_TAGS)):
-            session.add_message("user", CONTINUE)
+        while not any(s.kind == "verify" for s in await tag_turn(session, STEP_TAGS)):
+            session.say("user", CONTINUE)
 
     def final_code(self, session: Session) -> str | None:
         return assembled(session)

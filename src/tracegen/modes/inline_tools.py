@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.episode.limits import unreadable_twice
-from tracegen.episode.session import SYSTEM_TAG_STOPS, Session, TracedMode
+from tracegen.episode.session import Session
+from tracegen.modes.base import TracedMode
+from tracegen.modes.common import SYSTEM_TAG_STOPS
+from tracegen.modes.registry import register
 from tracegen.parsing.segment import open_blocks
 from tracegen.parsing.toolcall import ToolCallParseError, find_tool_call, parse_tool_call
 from tracegen.schema import Step, Trace
@@ -30,6 +33,7 @@ def _ends_in_open_call(text: str) -> bool:
     return last is not None and not last.closed and last.end == len(text)
 
 
+@register
 class InlineTools(TracedMode):
     name = "inline-tools"
     default_think = False
@@ -37,30 +41,31 @@ class InlineTools(TracedMode):
     ``think`` is set: a thinking model's parser would move that text out of the content."""
 
     async def converse(self, session: Session) -> None:
-        completion = await session.generate(STOPS)
-        piece = self._piece(session, completion.content, completion.done_reason)
-        index = session.add_assistant(completion, piece)
+        transcript, turns = session.transcript, session.turns
+        completion = await turns.generate(STOPS)
+        piece = self._piece(session, completion.content, completion.finish_reason)
+        index = transcript.add_assistant(completion, piece)
         model_text = ""
         failed_before = False
         while True:
             open_tag = "think" if "think" in open_blocks(model_text) else None
-            steps = session.model_steps(piece, index, open_tag)
+            steps = transcript.model_steps(piece, index, open_tag)
             model_text += piece
-            session.check_cut(completion)
+            turns.check_cut(completion)
             calls = [s for s in steps if s.kind == "tool_call"]
             if not calls or not piece.rstrip().endswith(CLOSE):
                 return
-            session.require_turn()
+            turns.require_turn()
             failed_before = await self._answer(session, calls[-1], failed_before)
-            completion = await session.continue_assistant(STOPS)
-            piece = self._piece(session, completion.content, completion.done_reason)
-            session.extend_assistant(completion, piece)
+            completion = await turns.continue_assistant(STOPS)
+            piece = self._piece(session, completion.content, completion.finish_reason)
+            transcript.extend_assistant(completion, piece)
 
-    def _piece(self, session: Session, content: str, done_reason: str | None) -> str:
+    def _piece(self, session: Session, content: str, finish_reason: str | None) -> str:
         """The model's new text, with the ``</tool_call>`` the stop removed put back when
         the turn ended inside a call."""
-        clean = session.strip(content)
-        if done_reason == "stop" and clean == content and _ends_in_open_call(clean):
+        clean = session.transcript.strip(content)
+        if finish_reason == "stop" and clean == content and _ends_in_open_call(clean):
             clean += CLOSE
         return clean
 
@@ -77,17 +82,17 @@ class InlineTools(TracedMode):
             if failed_before:
                 raise unreadable_twice(str(e)) from None
             body = tool_error_json(f"your tool call could not be parsed: {e}. Write it again.")
-            session.append_system_text(
+            session.transcript.append_system_text(
                 "tool_response", f"\n<tool_response>{body}</tool_response>\n", body
             )
             return True
-        session.count_strategy(parsed.strategy)
+        session.transcript.count_strategy(parsed.strategy)
         call.parse_strategy = parsed.strategy
-        result = await session.execute(parsed.code, script=True)
-        call.exec_index = session.last_exec
+        result = await session.runs.execute(parsed.code, script=True)
+        call.exec_index = session.runs.last
         body = tool_json(result)
-        session.append_system_text(
-            "tool_response", f"\n<tool_response>{body}</tool_response>\n", body, session.last_exec
+        session.transcript.append_system_text(
+            "tool_response", f"\n<tool_response>{body}</tool_response>\n", body, session.runs.last
         )
         return False
 

@@ -3,15 +3,17 @@ program runs and its result goes back; fix attempts follow."""
 
 from __future__ import annotations
 
-from tracegen.episode.session import Session, TracedMode
-from tracegen.modes.forced_interleave import CONTINUE, STEP_TAGS
-from tracegen.modes.markers import assembled
+from tracegen.episode.session import Session
+from tracegen.modes.base import TracedMode
+from tracegen.modes.common import CONTINUE, STEP_TAGS, add_feedback, assembled, tag_turn
+from tracegen.modes.registry import register
 from tracegen.parsing.program import is_complete
 from tracegen.schema import Trace
 
 MAX_BLOCK_LINES = 3
 
 
+@register
 class InterleavedTools(TracedMode):
     """Code problems end when the tests pass; math problems at the model's ``<verify>``."""
 
@@ -20,7 +22,7 @@ class InterleavedTools(TracedMode):
     async def converse(self, session: Session) -> None:
         last_run = ""
         while True:
-            steps = await session.tag_turn(STEP_TAGS)
+            steps = await tag_turn(session, STEP_TAGS)
             if not session.tested and any(s.kind == "verify" for s in steps):
                 return
             program = assembled(session) or ""
@@ -30,16 +32,16 @@ class InterleavedTools(TracedMode):
                 or program == last_run
                 or not is_complete(program, session.problem.entry_point)
             ):
-                session.add_message("user", CONTINUE)
+                session.say("user", CONTINUE)
                 continue
             last_run = program
-            result = await session.execute(program)
-            code[-1].exec_index = session.last_exec
+            result = await session.runs.execute(program)
+            code[-1].exec_index = session.runs.last
             if session.tested:
                 if result.status == "ok":
                     return
-                session.require_iteration()
-            session.add_feedback(result)
+                session.runs.require_iteration()
+            add_feedback(session, result)
 
     def final_code(self, session: Session) -> str | None:
         return assembled(session)

@@ -16,7 +16,10 @@ import orjson
 
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.episode.limits import unreadable_twice
-from tracegen.episode.session import SYSTEM_TAG_STOPS, Session, TracedMode
+from tracegen.episode.session import Session
+from tracegen.modes.base import TracedMode
+from tracegen.modes.common import SYSTEM_TAG_STOPS
+from tracegen.modes.registry import register
 from tracegen.parsing.tool_parsers import parse_text_tool_calls
 from tracegen.schema import Step, ToolCall, Trace
 
@@ -44,35 +47,37 @@ UNREADABLE = (
 )
 
 
+@register
 class NativeTools(TracedMode):
     name = "native-tools"
 
     async def converse(self, session: Session) -> None:
+        transcript, turns = session.transcript, session.turns
         failed_before = False
         while True:
-            completion = await session.generate(SYSTEM_TAG_STOPS, tools=[PYTHON_TOOL])
-            said = content = session.strip(completion.content)
+            completion = await turns.generate(SYSTEM_TAG_STOPS, tools=[PYTHON_TOOL])
+            said = content = transcript.strip(completion.content)
             calls, strategies = completion.tool_calls, [NATIVE] * len(completion.tool_calls)
             failures: list[str] = []
             if not calls:
                 found = parse_text_tool_calls(content, session.settings.tool_parser)
                 content, calls, failures = found.text, found.calls, found.failures
                 strategies = list(found.strategies)
-            index = session.add_assistant(completion, content, calls, said)
-            steps = session.model_steps(content, index)
-            session.check_cut(completion)
+            index = transcript.add_assistant(completion, content, calls, said)
+            steps = transcript.model_steps(content, index)
+            turns.check_cut(completion)
             if failures and not calls:
                 self._unreadable(session, steps, content, index, len(failures))
                 if failed_before:
                     raise unreadable_twice(failures[0])
                 failed_before = True
                 notice = UNREADABLE.format(reason=failures[0])
-                session.system_step("error", notice, session.add_message("user", notice))
+                transcript.system_step("error", notice, session.say("user", notice))
                 continue
             if not calls:
                 return
             failed_before = False
-            session.require_turn()
+            turns.require_turn()
             for call, strategy in zip(calls, strategies, strict=True):
                 await self._answer(session, call, strategy, index)
 
@@ -82,18 +87,18 @@ class NativeTools(TracedMode):
         fn = call.function
         text = orjson.dumps({"name": fn.name, "arguments": fn.arguments}).decode()
         step = Step(kind="tool_call", text=text, message_index=index, parse_strategy=strategy)
-        session.steps.append(step)
+        session.transcript.steps.append(step)
         code = fn.arguments.get("code")
         if fn.name != TOOL_NAME or not isinstance(code, str):
             session.metrics.parse_failures += 1
             step.parse_strategy = FAILED
             body = tool_error_json(f'the only tool is "{TOOL_NAME}" with a "code" string argument')
         else:
-            session.count_strategy(strategy)
-            body = tool_json(await session.execute(code, script=True))
-            step.exec_index = session.last_exec
-        answer = session.add_message("tool", body, tool_name=TOOL_NAME)
-        session.system_step("tool_response", body, answer, step.exec_index)
+            session.transcript.count_strategy(strategy)
+            body = tool_json(await session.runs.execute(code, script=True))
+            step.exec_index = session.runs.last
+        answer = session.say("tool", body, tool_name=TOOL_NAME)
+        session.transcript.system_step("tool_response", body, answer, step.exec_index)
 
     def _unreadable(
         self, session: Session, steps: list[Step], content: str, index: int, count: int
@@ -104,7 +109,7 @@ class NativeTools(TracedMode):
         marked = [s for s in steps if s.kind == "tool_call"]
         if not marked:
             marked = [Step(kind="tool_call", text=content, message_index=index)]
-            session.steps.append(marked[0])
+            session.transcript.steps.append(marked[0])
         for step in marked:
             step.parse_strategy = FAILED
 

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import re
 
-from tracegen.episode.session import Session, turn_kinds
-from tracegen.modes.tool_feedback import ToolFeedback
+from tracegen.episode.session import Session
+from tracegen.modes.common import FeedbackLoop, add_feedback, tag_turn, turn_kinds
+from tracegen.modes.registry import register
 from tracegen.schema import ExecResult, Trace
 
 _LETTERS = {"plan": "p", "code": "c", "reflection": "r"}
 _SHAPE = re.compile(r"pc(rpc)*r")
 
 
-class Structured(ToolFeedback):
-    """As tool-feedback with ``<plan>`` and ``<reflection>``; after the tests pass the model
-    sees the result and writes a last reflection."""
+@register
+class Structured(FeedbackLoop):
+    """The execute-and-fix loop with ``<plan>`` and ``<reflection>``; after the tests pass
+    the model sees the result and writes a last reflection."""
 
     name = "structured"
 
     async def after_success(self, session: Session, result: ExecResult) -> None:
-        session.add_feedback(result)
-        await session.tag_turn(("reflection",))
+        add_feedback(session, result)
+        await tag_turn(session, ("reflection",))
 
     def structure_ok(self, trace: Trace) -> bool:
         """plan, code, then (reflection, plan, code)… and a final reflection."""

@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-from tracegen.episode.session import Session, TracedMode, turn_kinds
-from tracegen.schema import ExecResult, Trace
+from tracegen.modes.common import FeedbackLoop, turn_kinds
+from tracegen.modes.registry import register
+from tracegen.schema import Trace
 
-NO_CODE = "Your reply has no <code> block. Write your complete program in one <code> block."
 
-
-class ToolFeedback(TracedMode):
+@register
+class ToolFeedback(FeedbackLoop):
     name = "tool-feedback"
-
-    async def converse(self, session: Session) -> None:
-        while True:
-            code = [s for s in await session.tag_turn(("code",)) if s.kind == "code"]
-            if not code:
-                if not session.tested:
-                    return
-                session.add_message("user", NO_CODE)
-                continue
-            result = await session.execute(code[-1].text)
-            code[-1].exec_index = session.last_exec
-            if session.tested:
-                if result.status == "ok":
-                    await self.after_success(session, result)
-                    return
-                session.require_iteration()
-            session.add_feedback(result)
-
-    async def after_success(self, session: Session, result: ExecResult) -> None:
-        """What happens once the tests pass (here: nothing, the episode ends)."""
 
     def structure_ok(self, trace: Trace) -> bool:
         """Every turn thinks, then writes code (a math problem's last turn: the answer)."""

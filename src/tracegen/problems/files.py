@@ -78,13 +78,13 @@ def _yaml_items(path: Path) -> tuple[list[Any], list[str]]:
         raise ProblemFileError(f"{where}: not valid YAML: {reason}") from None
     finally:
         loader.dispose()
-    if isinstance(data, dict) and isinstance(data.get("problems"), list):
+    if node is not None and isinstance(data, dict) and isinstance(data.get("problems"), list):
         extra = sorted(set(data) - {"problems", "schema"})
         if extra:
             raise ProblemFileError(f"{path}: unknown top-level key {extra[0]!r}")
         item_nodes = next(v.value for k, v in node.value if k.value == "problems")
         items = data["problems"]
-    elif isinstance(data, list):
+    elif node is not None and isinstance(data, list):
         item_nodes, items = node.value, data
     else:
         raise ProblemFileError(f"{path}: expected a list of problems or a 'problems:' mapping")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -24,6 +25,11 @@ class SandboxLimits(BaseModel):
     processes: int = 32
     open_files: int = 64
     output_bytes: int = 64_000
+
+    @classmethod
+    def for_timeout(cls, timeout_s: float) -> SandboxLimits:
+        """The limits of ``--exec-timeout``: that much wall clock, and CPU time to match."""
+        return cls(timeout_s=timeout_s, cpu_s=math.ceil(timeout_s))
 
 
 class CodeRunner(Protocol):

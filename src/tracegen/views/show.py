@@ -50,7 +50,7 @@ def _tool_call(text: str) -> RenderableType:
         return Text(text)
     function = call.get("function", call) if isinstance(call, dict) else None
     args = function.get("arguments") if isinstance(function, dict) else None
-    if isinstance(args, dict) and isinstance(args.get("code"), str):
+    if isinstance(function, dict) and isinstance(args, dict) and isinstance(args.get("code"), str):
         name = Text(f"{function.get('name', '?')}(code=…)", style="bold")
         return Group(name, _code(args["code"]))
     return _code(orjson.dumps(call, option=orjson.OPT_INDENT_2).decode(), "json")
@@ -140,7 +140,9 @@ def _metrics(trace: Trace) -> Table:
             table.add_row(name, Text(str(value)))
     usage = trace.usage
     table.add_row("requests", str(usage.requests))
-    table.add_row("tokens (prompt / eval)", f"{usage.prompt_eval_count} / {usage.eval_count}")
+    table.add_row(
+        "tokens (prompt / completion)", f"{usage.prompt_tokens} / {usage.completion_tokens}"
+    )
     return table
 
 

@@ -1,0 +1,68 @@
+"""The executions of one episode: code run in the sandbox, within ``max_iterations``; each
+distinct program's verdict is kept, so the final grading does not run it twice."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable
+
+from tracegen.episode.limits import limit_reached
+from tracegen.sandbox.base import CodeRunner
+from tracegen.schema import ExecResult, Metrics, Problem
+
+
+class Runs:
+    """Runs code for the model (counted against the budget) and for grading (not counted)."""
+
+    def __init__(
+        self, problem: Problem, sandbox: CodeRunner, metrics: Metrics, max_iterations: int
+    ) -> None:
+        self.problem = problem
+        self.sandbox = sandbox
+        self.metrics = metrics
+        self.max_iterations = max_iterations
+        self.tested = problem.kind == "code"
+        self.executed: list[str] = []
+        self._verdicts: dict[str, ExecResult] = {}
+
+    async def run_tests(self, code: str) -> ExecResult:
+        if code not in self._verdicts:
+            self._verdicts[code] = await self._timed(self.sandbox.run_tests(code, self.problem))
+        return self._verdicts[code]
+
+    async def execute(self, code: str, *, script: bool = False) -> ExecResult:
+        """Run code whose result goes back to the model: one of ``max_iterations``.
+
+        Code problems run against their tests, math problems (and ``script``) as a script.
+        """
+        if self.metrics.executions >= self.max_iterations:
+            raise limit_reached(
+                "max_iterations", f"the episode used all {self.max_iterations} executions"
+            )
+        if self.tested and not script:
+            result = await self.run_tests(code)
+        else:
+            result = await self._timed(self.sandbox.run_code(code))
+        self.executed.append(code)
+        self.metrics.executions += 1
+        self.metrics.exec_timeouts += result.status == "timeout"
+        return result
+
+    @property
+    def last(self) -> int:
+        """The index of the last execution (what a step's ``exec_index`` points to)."""
+        return self.metrics.executions - 1
+
+    def require_iteration(self) -> None:
+        """End the episode now if no execution is left for another attempt."""
+        if self.metrics.executions >= self.max_iterations:
+            raise limit_reached(
+                "max_iterations",
+                f"the tests still fail after {self.max_iterations} executions",
+            )
+
+    async def _timed(self, call: Awaitable[ExecResult]) -> ExecResult:
+        started = time.perf_counter()
+        result = await call
+        self.metrics.execution_s += time.perf_counter() - started
+        return result

@@ -1,0 +1,36 @@
+"""`run_episode`: the one way an episode runs — for the local scheduler, other executors and
+library users alike."""
+
+from __future__ import annotations
+
+from tracegen.episode.limits import backend_failure
+from tracegen.episode.spec import EpisodeSpec
+from tracegen.errors import BackendError, TracegenError
+from tracegen.llm.base import Backend
+from tracegen.modes import get_mode
+from tracegen.sandbox.base import CodeRunner
+from tracegen.schema import Trace, TraceError
+
+
+async def run_episode(spec: EpisodeSpec, backend: Backend, sandbox: CodeRunner) -> Trace:
+    """Hold one episode's conversation and score it; always a `Trace`.
+
+    A failure of the episode itself (a limit, an unreadable tool call, a backend that gave
+    up on a request, a bug) is recorded in the trace's ``error``. Errors no other episode
+    would survive either — an unknown model, a rejected key, a bad request, a broken
+    setting — are raised, so the caller can stop.
+    """
+    mode = get_mode(spec.settings.mode)
+    try:
+        return await mode.run(spec, backend, sandbox)
+    except BackendError as e:
+        if not e.retryable:
+            raise
+        return spec.failed(backend_failure(e))
+    except TracegenError:
+        raise
+    except Exception as e:
+        message = f"{type(e).__name__}: {e}"
+        return spec.failed(
+            TraceError(kind="internal", reason="unexpected_exception", message=message)
+        )

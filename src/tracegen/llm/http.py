@@ -1,0 +1,318 @@
+"""The one HTTP transport every server backend shares: connections, retries, typed errors.
+
+A backend subclasses `HttpBackend` and only describes requests and reads answers. This base
+owns the pooled `httpx.AsyncClient` (one connection per in-flight request at most, each
+returned to the pool because every stream is read to its end), bounded retries with
+back-off that honours ``Retry-After``, and the mapping of transport faults and HTTP statuses
+to `tracegen.errors`:
+
+======================  ===================  =========
+what happened           error                retried
+======================  ===================  =========
+connection refused/DNS  BackendUnavailable   yes
+no answer in time       BackendTimeout       yes
+connection dropped      ServerError          yes
+404                     ModelNotFound        no
+401, 403                AuthError            no
+429, 503                Overloaded           yes
+other 5xx               ServerError          yes
+other 4xx               BadRequest           no
+malformed body/line     ProtocolError        yes
+======================  ===================  =========
+
+A retry restarts the request from scratch (a partial stream is discarded), waiting the
+server's ``Retry-After`` when it sent one, else a random time up to
+``retry_initial_s · 2^n`` (capped at ``retry_max_s``): at most ``max_attempts`` attempts and
+``max_retry_s`` seconds of waiting in all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from email.utils import parsedate_to_datetime
+from typing import Any, ClassVar, TypeVar
+
+import httpx
+import orjson
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
+
+from tracegen.config import redact_url
+from tracegen.errors import (
+    AuthError,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    BadRequest,
+    ConfigError,
+    ModelNotFound,
+    Overloaded,
+    ProtocolError,
+    ServerError,
+)
+from tracegen.llm.base import RetryListener
+
+T = TypeVar("T")
+Json = dict[str, Any]
+
+PROBE_TIMEOUT_S = 10.0
+"""How long a host may take to answer a probe before it counts as down."""
+
+
+class HttpBackend:
+    """Base of the backends that talk to a model server over HTTP (see the module docstring)."""
+
+    server_name: ClassVar[str] = "the server"
+    """How messages name the server (``Ollama``)."""
+    key_variable: ClassVar[str] = "TRACEGEN_API_KEY"
+    """The environment variable users set the API key with, for the 401 hint."""
+
+    def __init__(
+        self,
+        host: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        max_attempts: int = 5,
+        max_retry_s: float = 120.0,
+        retry_initial_s: float = 1.0,
+        retry_max_s: float = 30.0,
+        max_connections: int = 32,
+        on_retry: RetryListener | None = None,
+    ) -> None:
+        self.host = host.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self._shown_host = redact_url(self.host)
+        self._has_key = bool(api_key)
+        self._attempts = max(1, max_attempts)
+        self._max_retry_s = max_retry_s
+        self._retry_initial_s = retry_initial_s
+        self._retry_max_s = retry_max_s
+        self._on_retry = on_retry
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=self.host,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+
+    def __repr__(self) -> str:
+        key = "set" if self._has_key else "none"
+        return (
+            f"{type(self).__name__}(host={self._shown_host!r}, model={self.model!r}, api_key={key})"
+        )
+
+    async def __aenter__(self) -> HttpBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # ------------------------------------------------------------ what subclasses adapt
+
+    def error_message(self, body: Any) -> str | None:
+        """The message in an error body the server sent (``{"error": …}``), if any."""
+        if isinstance(body, dict) and body.get("error"):
+            error = body["error"]
+            if isinstance(error, dict):
+                return str(error.get("message") or error)
+            return str(error)
+        return None
+
+    def unreachable_hint(self) -> str:
+        return f"cannot reach {self.server_name} at {self._shown_host}"
+
+    def not_found_hint(self, model: str) -> str:
+        return f"model {model} not found at {self._shown_host}"
+
+    # ------------------------------------------------------------ requests
+
+    async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()`` until it succeeds or fails in a way retrying does not fix."""
+        retrying = AsyncRetrying(
+            stop=stop_any(stop_after_attempt(self._attempts), _StopAfterWaiting(self._max_retry_s)),
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: isinstance(e, BackendError) and e.retryable),
+            before_sleep=self._tell_retry,
+            reraise=True,
+        )
+
+        async def once() -> T:
+            return await attempt()
+
+        return await retrying(once)
+
+    async def get_json(self, path: str, *, model: str | None = None) -> Json:
+        return await self.retrying(lambda: self._json("GET", path, None, model))
+
+    async def post_json(self, path: str, body: Json, *, model: str | None = None) -> Json:
+        return await self.retrying(lambda: self._json("POST", path, body, model))
+
+    async def _json(self, method: str, path: str, body: Json | None, model: str | None) -> Json:
+        async with self.open(method, path, body, model=model) as response:
+            try:
+                raw = await response.aread()
+            except httpx.TransportError as e:
+                raise self.transport_error(e) from None
+        return self.json_object(raw, "response")
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self, method: str, path: str, body: Json | None, *, model: str | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """Send one request; transport faults and error statuses become our errors. The
+        caller reads the body to its end, so the connection goes back to the pool."""
+        content = orjson.dumps(body) if body is not None else None
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        try:
+            stream = self._client.stream(method, path, content=content, headers=headers)
+            response = await stream.__aenter__()
+        except httpx.TransportError as e:
+            raise self.transport_error(e) from None
+        except httpx.InvalidURL as e:
+            raise ConfigError(f"invalid host {self._shown_host!r}: {e}") from None
+        try:
+            if response.status_code != 200:
+                try:
+                    raw = await response.aread()
+                except httpx.TransportError as e:
+                    raise self.transport_error(e) from None
+                raise self.status_error(response, raw, model or self.model)
+            yield response
+        finally:
+            await stream.__aexit__(None, None, None)
+
+    async def lines(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """The non-empty lines of a streamed body, split on ``\\n`` as bytes arrive."""
+        buffer = b""
+        try:
+            async for chunk in response.aiter_raw():
+                buffer += chunk
+                if b"\n" not in buffer:
+                    continue
+                *complete, buffer = buffer.split(b"\n")
+                for line in complete:
+                    if line.strip():
+                        yield line
+        except httpx.TransportError as e:
+            raise self.transport_error(e) from None
+        if buffer.strip():
+            yield buffer
+
+    def json_object(self, raw: str | bytes, what: str) -> Json:
+        """``raw`` as a JSON object, or `ProtocolError` naming the host and ``what`` it is."""
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise ProtocolError(
+                f"{self._shown_host} sent a malformed {what}: {clip(raw)!r}"
+            ) from None
+        if not isinstance(data, dict):
+            raise ProtocolError(f"{self._shown_host} sent a {what} that is not a JSON object")
+        return data
+
+    # ------------------------------------------------------------ errors
+
+    def transport_error(self, e: httpx.TransportError) -> BackendError:
+        if isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
+            return BackendUnavailable(self.unreachable_hint())
+        if isinstance(e, httpx.TimeoutException):
+            return BackendTimeout(f"{self._shown_host} did not answer within {self.timeout_s:g}s")
+        if isinstance(e, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+            return ServerError(f"{self._shown_host} dropped the connection mid-response")
+        return BackendUnavailable(
+            f"cannot talk to {self.server_name} at {self._shown_host}: {type(e).__name__}"
+        )
+
+    def status_error(self, response: httpx.Response, raw: bytes, model: str) -> BackendError:
+        status = response.status_code
+        message = self._body_message(raw)
+        where = f"{self._shown_host} (HTTP {status})"
+        if status == 404:
+            return ModelNotFound(self.not_found_hint(model))
+        if status in (401, 403):
+            hint = (
+                f"{self.key_variable} was rejected: check it"
+                if self._has_key
+                else f"{self.key_variable} is missing: set it for this host"
+            )
+            return AuthError(f"{where} refused the request: {hint}")
+        if status in (429, 503):
+            error = Overloaded(f"{where} is busy: {message}")
+            error.retry_after = retry_after_s(response.headers.get("retry-after"))
+            return error
+        if status >= 500:
+            return ServerError(f"{where} failed: {message}")
+        return BadRequest(f"{where} rejected the request: {message}")
+
+    def _body_message(self, raw: bytes) -> str:
+        try:
+            message = self.error_message(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            message = None
+        return message or clip(raw.decode(errors="replace").strip(), 200) or "no message"
+
+    # ------------------------------------------------------------ retry policy
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        after = getattr(error, "retry_after", None)
+        if after is not None:
+            return float(min(after, self._retry_max_s))
+        backoff = wait_random_exponential(multiplier=self._retry_initial_s, max=self._retry_max_s)
+        return float(backoff(state))
+
+    def _tell_retry(self, state: RetryCallState) -> None:
+        if self._on_retry is None:
+            return
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        self._on_retry(
+            f"{error} (attempt {state.attempt_number} of {self._attempts}); retrying in {wait:.1f}s"
+        )
+
+
+class _StopAfterWaiting(stop_base):
+    """Stop once the waits between attempts add up to ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return retry_state.idle_for >= self.seconds
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), if readable."""
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        from datetime import UTC, datetime
+
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    return None
+
+
+def clip(text: str | bytes, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters for an error message."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,116 @@
+"""The layout stays readable: imports flow down the layers, no cycles, types check, lint clean."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "tracegen"
+
+LAYERS: dict[str, int] = {
+    "errors": 0,
+    "schema": 0,
+    "jsonl": 0,
+    "rawlines": 0,
+    "config": 0,
+    "data": 0,
+    "parsing": 1,
+    "grading": 1,
+    "sandbox": 1,
+    "llm": 1,
+    "problems": 1,
+    "episode": 2,
+    "modes": 3,
+    "generate": 4,
+    "export": 4,
+    "views": 4,
+    "cli": 5,
+    "__init__": 6,
+    "__main__": 6,
+}
+"""Each top-level module or package of tracegen and its layer: a module may import from its
+own layer's packages (without cycles) and from layers below, never from a layer above."""
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return {n for n in names if n == "tracegen" or n.startswith("tracegen.")}
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_top_level_module_has_a_layer() -> None:
+    tops = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()}
+    tops -= {"__pycache__", "_data", "py"}
+    assert tops <= set(LAYERS), f"give {sorted(tops - set(LAYERS))} a layer in LAYERS"
+
+
+def test_imports_only_flow_down_the_layers() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        here = rel.parts[0].removesuffix(".py")
+        for module in _imports(path):
+            there = _top(module)
+            if LAYERS[there] > LAYERS[here]:
+                upward.append(f"{rel} imports {module}")
+    assert not upward, "\n".join(upward)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module → the tracegen modules it imports (``from pkg import mod`` counts ``pkg.mod``;
+    a module importing a package it belongs to does not count)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ("tracegen", *path.relative_to(PACKAGE).with_suffix("").parts)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+        graph[name] = {
+            t for t in targets if t in modules and t != name and not name.startswith(t + ".")
+        }
+    return graph
+
+
+def test_no_import_cycles() -> None:
+    try:
+        tuple(TopologicalSorter(_module_graph()).static_order())
+    except CycleError as e:
+        pytest.fail(f"import cycle: {' -> '.join(e.args[1])}")
+
+
+@pytest.mark.slow
+def test_types_check() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "src"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+
+
+def test_lint_and_format_are_clean() -> None:
+    for args in (["check", "."], ["format", "--check", "."]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout[-4000:]
