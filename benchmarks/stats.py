@@ -1,18 +1,23 @@
-"""Throughput and peak memory of `tracegen stats` beside jq and `datasets.load_dataset`.
+"""Throughput and peak memory of `tracegen stats`, beside the previous release's.
 
-    python benchmarks/stats.py              # a 500 MB trace file
-    python benchmarks/stats.py --size-mb 50
+    python benchmarks/stats.py                   # a 500 MB trace file, 3 runs each
+    python benchmarks/stats.py --size-mb 50 --runs 1
+    python benchmarks/stats.py --references      # also jq, datasets and pydantic (slow)
 
 Writes realistic traces (every mode shape, logprobs on some) to a temporary file, reads it
-once to warm the page cache, then runs each reader as a child process and reports wall
-time, MB/s and the child's peak RSS (`getrusage(RUSAGE_CHILDREN)`, measured in a fresh
-wrapper process per reader so the numbers do not mix). Needs jq (`apt-get install -y jq`).
+once to warm the page cache, then runs each reader as a child process from a cold start
+and reports the median wall time, MB/s, CPU seconds (all processes) and peak RSS (the
+largest process, `getrusage(RUSAGE_CHILDREN)` in a fresh wrapper per run). The previous
+release runs from a temporary git worktree (see `benchmarks/common.py`), with the same
+Python and packages. On a shared machine, the CPU seconds and the ratios are the figures
+to trust. `--references` needs jq (`apt-get install -y jq`).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,16 +27,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import PREVIOUS, Run, measure, previous_release, tracegen
 from tests.traces_factory import all_shapes
-
-MEASURE = """
-import resource, subprocess, sys, time
-start = time.perf_counter()
-code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
-elapsed = time.perf_counter() - start
-rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(code, elapsed, rss_kb)
-"""
 
 LOAD_JSON = """
 import sys, datasets
@@ -81,48 +78,70 @@ def write_file(path: Path, size_mb: int) -> int:
     return n
 
 
-def measure(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of running ``argv`` to completion."""
-    out = subprocess.run(
-        [sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True, check=True
-    ).stdout.split()
-    if out[0] != "0":
-        raise SystemExit(f"{argv[0]} failed with exit status {out[0]}")
-    return float(out[1]), int(out[2]) / 1024
+def median_run(argv: list[str], runs: int, env: dict[str, str] | None = None) -> Run:
+    results = [measure(argv, env) for _ in range(runs)]
+    return Run(
+        statistics.median(r.seconds for r in results),
+        statistics.median(r.cpu_seconds for r in results),
+        max(r.peak_rss_mb for r in results),
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--references", action="store_true")
     args = parser.parse_args()
-    if shutil.which("jq") is None:
+    if args.references and shutil.which("jq") is None:
         raise SystemExit("jq is missing: apt-get install -y jq")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, previous_release() as previous:
         path = Path(tmp) / "traces.jsonl"
         lines = write_file(path, args.size_mb)
         size_mb = path.stat().st_size / 1e6
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
-        stats = [sys.executable, "-m", "tracegen", "stats", str(path)]
-        runs = {
-            "tracegen stats --json": [*stats, "--json"],
-            "tracegen stats (tables)": stats,
-            "jq -c . FILE": ["jq", "-c", ".", str(path)],
-            'datasets.load_dataset("json")': [
-                sys.executable,
-                "-c",
-                LOAD_JSON,
-                str(path),
-                str(Path(tmp) / "hf-cache"),
-            ],
-            "pydantic Trace per line (reference)": [sys.executable, "-c", VALIDATE, str(path)],
+        readers = {
+            "tracegen stats --json": tracegen("stats", str(path), "--json"),
+            "tracegen stats (tables)": tracegen("stats", str(path)),
         }
-        print(f"{size_mb:.0f} MB, {lines} traces ({size_mb * 1e6 / lines / 1e3:.1f} kB each)\n")
-        print(f"| {'reader':<36} | {'seconds':>8} | {'MB/s':>7} | {'peak RSS MB':>11} |")
-        print(f"|{'-' * 38}|{'-' * 10}|{'-' * 9}|{'-' * 13}|")
-        for name, argv in runs.items():
-            seconds, rss = measure(argv)
-            print(f"| {name:<36} | {seconds:>8.1f} | {size_mb / seconds:>7.0f} | {rss:>11.0f} |")
+        references: dict[str, list[str]] = {}
+        if args.references:
+            cache = str(Path(tmp) / "hf-cache")
+            references = {
+                "jq -c . FILE": ["jq", "-c", ".", str(path)],
+                'datasets.load_dataset("json")': [
+                    sys.executable,
+                    "-c",
+                    LOAD_JSON,
+                    str(path),
+                    cache,
+                ],
+                "pydantic Trace per line": [sys.executable, "-c", VALIDATE, str(path)],
+            }
+        print(f"{size_mb:.0f} MB, {lines} traces ({size_mb * 1e6 / lines / 1e3:.1f} kB each)")
+        print(f"median of {args.runs} runs, each from a cold start\n")
+        header = ("reader", "seconds", "MB/s", "CPU s", "peak RSS MB", "speed-up (CPU)")
+        print("| {:<42} | {:>8} | {:>7} | {:>7} | {:>11} | {:>14} |".format(*header))
+        print(f"|{'-' * 44}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 13}|{'-' * 16}|")
+
+        def row(name: str, r: Run, speedup: str = "") -> None:
+            print(
+                f"| {name:<42} | {r.seconds:>8.2f} | {size_mb / r.seconds:>7.0f} | "
+                f"{r.cpu_seconds:>7.2f} | {r.peak_rss_mb:>11.0f} | {speedup:>14} |"
+            )
             sys.stdout.flush()
+
+        for name, argv in readers.items():
+            new = median_run(argv, args.runs)
+            if previous is None:
+                row(name, new)
+                continue
+            old = median_run(argv, args.runs, previous)
+            speedup = f"{old.seconds / new.seconds:.1f}× ({old.cpu_seconds / new.cpu_seconds:.1f}×)"
+            row(name, new, speedup)
+            row(f"{name}, release {PREVIOUS}", old)
+        for name, argv in references.items():
+            row(name, median_run(argv, args.runs))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "schema": 0,
     "jsonl": 0,
-    "rawlines": 0,
     "config": 0,
     "data": 0,
     "parsing": 1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,27 @@ DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
 ENV_PREFIX = "TRACEGEN_"
 S = TypeVar("S", bound=BaseModel)
 
+# Upper bounds of the settings (README, Configuration): beyond them a value is a mistake,
+# and every value stays within what JSON writers and the server's 64-bit integers hold.
+MAX_SEED = 2**63 - 1
+MAX_TOKENS = 2**24
+"""Context size and tokens per turn: 16,777,216."""
+MAX_TOP_K = 1_000_000
+MAX_STEPS = 10_000
+"""Execute-and-fix rounds, model turns, tries per request."""
+MAX_CONCURRENCY = 1024
+MAX_SAMPLES = 10_000
+MAX_HOSTS = 256
+MAX_LIMIT = 10**9
+MIN_SECONDS = 0.001
+MAX_SECONDS = 7 * 86_400
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the credentials of every URL in it hidden: ``http://***@gpu1:11434``."""
+    return _USERINFO.sub("***@", text)
+
 
 class GenerationSettings(BaseModel):
     """Everything that shapes a trace. Its hash guards resume against mixing settings."""
@@ -27,15 +49,19 @@ class GenerationSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     mode: str = "inline-tools"
-    model: str = "qwen3:8b"
+    model: str = Field(default="qwen3:8b", min_length=1)
     temperature: float = Field(default=0.7, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=1)
-    seed: int | None = None
-    num_ctx: int = Field(default=8192, ge=256)
-    max_tokens: int = Field(default=2048, ge=1, description="num_predict per model turn")
-    max_iterations: int = Field(default=5, ge=1, description="execute-and-fix rounds")
-    max_steps: int = Field(default=24, ge=1, description="model turns or tagged steps")
+    top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K)
+    seed: int | None = Field(default=None, ge=-MAX_SEED - 1, le=MAX_SEED)
+    num_ctx: int = Field(default=8192, ge=256, le=MAX_TOKENS)
+    max_tokens: int = Field(
+        default=2048, ge=1, le=MAX_TOKENS, description="num_predict per model turn"
+    )
+    max_iterations: int = Field(default=5, ge=1, le=MAX_STEPS, description="execute-and-fix rounds")
+    max_steps: int = Field(
+        default=24, ge=1, le=MAX_STEPS, description="model turns or tagged steps"
+    )
     think: bool | None = None
     top_logprobs: int = Field(default=0, ge=0, le=20)
     continuation: Literal["prefill", "raw"] = Field(
@@ -45,7 +71,10 @@ class GenerationSettings(BaseModel):
         default=None, description="native-tools: parser for calls written as text (auto)"
     )
     exec_timeout: float = Field(
-        default=10.0, gt=0, le=86_400, description="seconds of wall clock per execution"
+        default=10.0,
+        ge=MIN_SECONDS,
+        le=86_400,
+        description="seconds of wall clock per execution",
     )
     prompts_dir: Path | None = None
 
@@ -66,23 +95,31 @@ class RunSettings(GenerationSettings):
     """`tracegen run`: generation settings plus where and how to run them."""
 
     backend: Literal["ollama"] = "ollama"
-    hosts: list[str] = Field(default_factory=lambda: [DEFAULT_HOST], min_length=1)
+    hosts: list[str] = Field(
+        default_factory=lambda: [DEFAULT_HOST], min_length=1, max_length=MAX_HOSTS
+    )
     api_key: SecretStr | None = None
     problems: str = "builtin"
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=MAX_LIMIT)
     problem_ids: list[str] | None = None
     output: Path = Path("traces.jsonl")
     rejects: Path | None = None
-    num_samples: int = Field(default=1, ge=1)
-    concurrency: int = Field(default=4, ge=1, description="in-flight episodes per host")
+    num_samples: int = Field(default=1, ge=1, le=MAX_SAMPLES)
+    concurrency: int = Field(
+        default=4, ge=1, le=MAX_CONCURRENCY, description="in-flight episodes per host"
+    )
     only_success: bool = False
     only_ideal: bool = False
     overwrite: bool = False
     sandbox: Literal["auto", "bwrap", "rlimit"] = "auto"
     require_logprobs: bool = False
-    request_timeout_s: float = Field(default=600.0, gt=0, description="per model request")
-    max_attempts: int = Field(default=5, ge=1, description="tries per model request")
-    retry_initial_s: float = Field(default=1.0, ge=0, description="first retry wait, doubling")
+    request_timeout_s: float = Field(
+        default=600.0, ge=MIN_SECONDS, le=MAX_SECONDS, description="per model request"
+    )
+    max_attempts: int = Field(default=5, ge=1, le=MAX_STEPS, description="tries per model request")
+    retry_initial_s: float = Field(
+        default=1.0, ge=0, le=MAX_SECONDS, description="first retry wait, doubling"
+    )
     quiet: bool = False
 
     @field_validator("hosts", mode="before")
@@ -98,23 +135,22 @@ class RunSettings(GenerationSettings):
     @field_validator("problem_ids", mode="before")
     @classmethod
     def _split_ids(cls, v: Any) -> Any:
+        """Comma-separated or a list; naming no id at all is a mistake, not "every problem"."""
         if isinstance(v, str):
-            return [i.strip() for i in v.split(",") if i.strip()]
+            v = [i.strip() for i in v.split(",") if i.strip()]
+        if isinstance(v, list) and not v:
+            raise ValueError("names no problem id")
+        return v
+
+    @field_validator("output", "rejects")
+    @classmethod
+    def _names_a_file(cls, v: Path | None) -> Path | None:
+        if v is not None and v.name in ("", ".", ".."):
+            raise ValueError(f"{str(v)!r} names no file")
         return v
 
     def generation(self) -> GenerationSettings:
         return GenerationSettings(**self.model_dump(include=set(GenerationSettings.model_fields)))
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any ``user:password@`` replaced by ``***@``, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
 def normalize_host(host: str) -> str:
@@ -132,9 +168,9 @@ def normalize_host(host: str) -> str:
         parts = urlsplit(host)
         port = parts.port
     except ValueError as e:
-        raise ValueError(f"{host!r} is not a URL: {e}") from None
+        raise ValueError(f"{redact_url(host)!r} is not a URL: {e}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{host!r} is not an http:// or https:// URL")
+        raise ValueError(f"{redact_url(host)!r} is not an http:// or https:// URL")
     if bare and port is None:
         host = f"http://{parts.netloc}:{DEFAULT_PORT}{parts.path}"
     return host
@@ -148,6 +184,8 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: values nested too deeply") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not valid TOML: not UTF-8 text") from None
     except OSError as e:

@@ -6,13 +6,48 @@ A trace line is a `Trace` with ``"schema": "tracegen.trace/1"``; a problem line 
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 TRACE_SCHEMA: Final = "tracegen.trace/1"
 PROBLEM_SCHEMA: Final = "tracegen.problem/1"
+MAX_INT64 = 2**63 - 1
+"""Integers a record holds fit the int64 columns of Parquet and Hugging Face datasets."""
+MAX_JSON_DEPTH = 64
+"""How deeply free-form JSON values (test arguments, tool-call arguments) may nest."""
+Index = Annotated[int, Field(ge=0, le=MAX_INT64)]
+Byte = Annotated[int, Field(ge=0, le=255)]
+
+
+def json_value(value: Any) -> Any:
+    """``value`` if it can be written back as JSON unchanged, else `ValueError` saying why:
+    nested at most `MAX_JSON_DEPTH` deep, string keys, integers within 64 bits, finite
+    numbers, no other types (a YAML date or set). Iterative: no recursion to exhaust."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"values nested more than {MAX_JSON_DEPTH} deep")
+            if isinstance(item, dict):
+                if not all(isinstance(k, str) for k in item):
+                    raise ValueError("a mapping key that is not a string")
+                item = item.values()
+            todo.extend((child, depth + 1) for child in item)
+        elif isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        elif isinstance(item, int):
+            if not -MAX_INT64 - 1 <= item <= 2**64 - 1:
+                raise ValueError("an integer beyond 64 bits")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("NaN or Infinity, which JSON cannot hold")
+        else:
+            raise ValueError(f"a {type(item).__name__}, which is not a JSON value")
+    return value
 
 
 class Record(BaseModel):
@@ -46,6 +81,8 @@ class TestCase(Record):
     expected: Any = None
     code: str | None = None
 
+    _json_values = field_validator("args", "kwargs", "expected")(json_value)
+
 
 class Problem(Record):
     """A task for the model, with the tests that score it."""
@@ -69,6 +106,8 @@ class ToolFunction(Record):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     index: int | None = None
+
+    _json_arguments = field_validator("arguments")(json_value)
 
 
 class ToolCall(Record):
@@ -97,7 +136,7 @@ class ChatMessage(Record):
 class TopLogprob(Record):
     token: str
     logprob: float
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
 
 
 class TokenLogprob(Record):
@@ -105,7 +144,7 @@ class TokenLogprob(Record):
 
     token: str
     logprob: float
-    bytes: list[int] | None = None
+    bytes: list[Byte] | None = None
     top_logprobs: list[TopLogprob] = Field(default_factory=list)
     id: int | None = None
 
@@ -113,7 +152,7 @@ class TokenLogprob(Record):
 class TurnLogprobs(Record):
     """The tokens of one assistant turn; ``message_index`` points into ``Trace.messages``."""
 
-    message_index: int
+    message_index: Index
     tokens: list[TokenLogprob]
 
 
@@ -273,7 +312,7 @@ class Trace(Record):
     schema_: Literal["tracegen.trace/1"] = Field(default=TRACE_SCHEMA, alias="schema")
     id: str
     problem_id: str
-    sample: int = 0
+    sample: Index = 0
     mode: str
     model: str
     hosts: list[str] = Field(default_factory=list)

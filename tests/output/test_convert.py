@@ -224,3 +224,18 @@ def test_an_unrelated_directory_is_never_replaced(runner: CliRunner, trace_file:
     for _ in range(2):
         _convert(runner, trace_file, "--chat-format", "--to-hf", hf)
     assert datasets.load_from_disk(str(hf)).num_rows > 0
+
+
+def test_logprobs_are_only_read_when_kept(runner: CliRunner, tmp_path: Path) -> None:
+    row = native_tools_trace().to_json()
+    row["logprobs"][0]["tokens"][0]["logprob"] = "not a number"
+    source = tmp_path / "t.jsonl"
+    source.write_bytes(orjson.dumps(row) + b"\n")
+    out = tmp_path / "out.jsonl"
+    _convert(runner, source, "--chat-format", "-o", out)
+    assert [r["id"] for r in _rows(out)] == [row["id"]]
+    result = runner.invoke(
+        app, ["convert", str(source), "--chat-format", "--keep-logprobs", "-o", str(out)]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"tracegen: error: {source}:1: not a valid Trace: logprobs.")

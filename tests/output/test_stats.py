@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import gzip
 import statistics
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from typer.testing import CliRunner
@@ -11,7 +15,11 @@ from typer.testing import CliRunner
 from tests.output.conftest import write_traces
 from tests.traces_factory import all_shapes, markers_trace
 from tracegen.cli import app
+from tracegen.errors import JsonlError
+from tracegen.jsonl import line_spans
 from tracegen.schema import Trace
+from tracegen.views import stats as stats_module
+from tracegen.views.stats import collect
 
 
 def _stats(runner: CliRunner, *args: str | Path) -> dict:
@@ -154,3 +162,107 @@ def test_no_valid_trace_means_no_rates(runner: CliRunner, tmp_path: Path) -> Non
     assert data["traces"] == 0 and data["malformed_lines"] == 1
     assert data["success_rate"] is None
     assert data["distributions"]["score"]["median"] is None
+
+
+def _line(trace: Trace, **metrics: object) -> bytes:
+    row = trace.to_json()
+    row["metrics"].update(metrics)
+    return orjson.dumps(row).replace(b'"@', b"").replace(b'@"', b"") + b"\n"
+
+
+BAD_NUMBERS = {
+    "NaN": {"latency_s": "@NaN@"},
+    "Infinity": {"latency_s": "@Infinity@"},
+    "a float beyond double": {"latency_s": "@1e400@"},
+    "an integer beyond 64 bits": {"turns": "@18446744073709551616@"},
+    "a huge integer": {"completion_tokens": "@" + "9" * 40 + "@"},
+    "a negative count": {"code_blocks": -1},
+}
+
+
+@pytest.mark.parametrize("metrics", BAD_NUMBERS.values(), ids=BAD_NUMBERS.keys())
+def test_stats_of_a_file_with_nan_or_huge_counts_is_one_line(
+    tmp_path: Path, metrics: dict[str, object]
+) -> None:
+    path = write_traces(tmp_path / "t.jsonl", [markers_trace(0)])
+    with path.open("ab") as fh:
+        fh.write(_line(markers_trace(1), **metrics))
+    tracegen = [sys.executable, "-m", "tracegen", "stats", str(path)]
+    done = subprocess.run([*tracegen, "--json"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    data = orjson.loads(done.stdout)
+    assert (data["traces"], data["malformed_lines"]) == (1, 1)
+    assert done.stderr.startswith(f"tracegen: warning: {path}:2: ")
+    assert len(done.stderr.splitlines()) == 1
+
+    done = subprocess.run([*tracegen, "--strict"], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"tracegen: error: {path}:2: ")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_counts_that_add_up_past_64_bits_still_print(runner: CliRunner, tmp_path: Path) -> None:
+    big = 2**63 - 1
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(_line(markers_trace(i), parse_failures=big) for i in range(3)))
+    result = runner.invoke(app, ["stats", str(path), "--json"])
+    assert msgspec.json.decode(result.stdout)["parse_failures"] == 3 * big
+    result = runner.invoke(app, ["stats", str(path)])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_large_file_counts_the_same_on_one_process_and_on_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(stats_module, "SPAN_BYTES", 20_000)
+    path = write_traces(tmp_path / "t.jsonl", all_shapes(copies=12))
+    with path.open("ab") as fh:
+        fh.write(b"not json\n")
+    path.write_bytes(path.read_bytes() * 3)
+    assert len(line_spans(path, stats_module.SPAN_BYTES)) > 4
+    results = []
+    for workers in (1, 2):
+        stats = collect([path], by="mode", workers=workers)
+        results.append((stats.to_json(), stats.distributions, capsys.readouterr().err))
+    assert results[0] == results[1]
+    lines = path.read_bytes().splitlines()
+    bad = [n for n, line in enumerate(lines, 1) if line == b"not json"]
+    warned = [line.split(": not valid JSON")[0] for line in results[0][2].splitlines()]
+    assert warned == [f"tracegen: warning: {path}:{n}" for n in bad]
+    assert results[0][0]["traces"] == len(lines) - len(bad)
+
+
+def test_strict_stops_at_the_first_bad_line_of_a_large_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stats_module, "SPAN_BYTES", 20_000)
+    traces = all_shapes(copies=12)
+    path = write_traces(tmp_path / "t.jsonl", traces)
+    with path.open("ab") as fh:
+        fh.write(b"[1, 2]\n")
+        fh.write(b"not json\n")
+    with pytest.raises(JsonlError, match=rf"^{path}:{len(traces) + 1}: expected a JSON object"):
+        collect([path], strict=True, workers=2)
+
+
+def test_stats_json_reads_without_pydantic_or_rich(trace_file: Path) -> None:
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['tracegen', 'stats', {str(trace_file)!r}, '--json']\n"
+        "try:\n"
+        "    runpy.run_module('tracegen', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print([m for m in ('pydantic', 'rich') if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert orjson.loads(done.stdout)["traces"] > 0
+    assert done.stderr.strip() == "[]"
+
+
+def test_a_gzipped_file_counts_like_the_plain_one(runner: CliRunner, trace_file: Path) -> None:
+    packed = trace_file.with_name("traces.jsonl.gz")
+    packed.write_bytes(gzip.compress(trace_file.read_bytes()))
+    plain, gzipped = _stats(runner, trace_file), _stats(runner, packed)
+    assert gzipped.pop("files") == [str(packed)] and plain.pop("files") == [str(trace_file)]
+    assert gzipped == plain

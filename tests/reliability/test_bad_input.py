@@ -5,17 +5,21 @@
 ``{truncated}`` is JSON cut in the middle, ``{old_problem}`` / ``{old_trace}`` are records of
 another schema version, ``{trace}`` is a valid trace file, ``{solutions}`` a valid solutions
 file, ``{csv}`` some other text file, ``{folder}`` a directory, ``{host}`` a loopback Ollama
-server that has ``test-model``, ``{dead_host}`` a port where nothing listens. Leading
-``NAME=value`` words are environment variables. Exit status 2 is bad input, 1 a server that
-cannot be used.
+server that has ``test-model``, ``{dead_host}`` a port where nothing listens (``{dead_host_key}``
+the same with a password in the URL). The hostile files of `HOSTILE` (deep nesting, YAML
+alias bombs, integers beyond 64 bits, a 200 MB line, a trace of 100,000 steps…) are made
+once per module. Leading ``NAME=value`` words are environment variables. Exit status 2 is
+bad input, 1 a server that cannot be used. Every command line must use less than
+`CPU_SECONDS` of CPU time (and end within `WALL_SECONDS`) and `PEAK_MB` of memory.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +27,16 @@ import orjson
 import pytest
 
 from tests.fake_ollama import FakeOllama
-from tests.reliability.conftest import TRACEBACK, child_env, error_line, tracegen, unused_port
+from tests.reliability.conftest import TRACEBACK, child_env, command, error_line, unused_port
+from tests.support.measure import Measured, run_measured
+from tests.traces_factory import markers_trace, native_tools_trace
 from tracegen.schema import Trace
+
+CPU_SECONDS = 10
+WALL_SECONDS = 60
+"""A hang guard: wall time is stretched by other jobs on a busy machine, CPU time is not."""
+PEAK_MB = 200
+PASSWORD = "hunter2-secret"
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,8 @@ CASES = [
         "run: missing prompts folder", "run --prompts-dir {missing}", 2, r"{missing}: .*not found"
     ),
     Case("run: output is a folder", "run -o {folder}", 2, r"{folder}: is a directory"),
+    Case("run: empty output name", "run -o ''", 2, r"output \(flag\): .*'\.' names no file"),
+    Case("run: empty model name", "run --model ''", 2, r"model \(flag\): .*at least 1 character"),
     Case(
         "run: output is a problem file",
         "run -o {old_problem}",
@@ -216,15 +230,258 @@ CASES = [
     Case("doctor: missing config file", "doctor --config {missing}", 2, r"config file not found"),
     Case("doctor: unknown sandbox", "doctor --sandbox docker", 2, r"sandbox \(flag\)"),
     Case("doctor: host of another protocol", "doctor --host ftp://gpu1", 2, r"not an http://"),
+    # ---------------------------------------------------------------- flags click cannot read
+    Case("run: unknown flag", "run --colour", 2, r"No such option: --colour .*tracegen run --help"),
+    Case("run: seed written as a float", "run --seed 1e20", 2, r"Invalid value for '--seed'"),
+    Case("show: no file", "show", 2, r"Missing argument 'file'"),
+    Case("problems: limit that is not a number", "problems --limit nan", 2, r"'--limit'"),
+    # ---------------------------------------------------------------- numbers out of range
+    Case(
+        "run: seed beyond 64 bits",
+        "run --seed 100000000000000000000",
+        2,
+        r"seed \(flag\): .*less than or equal to 9223372036854775807",
+    ),
+    Case(
+        "run: context size beyond the maximum",
+        "run --num-ctx 100000000000000000000000",
+        2,
+        r"num-ctx \(flag\): .*less than or equal to 16777216",
+    ),
+    Case(
+        "run: max tokens beyond 64 bits in the config",
+        "run --config {bigint_toml}",
+        2,
+        r"max-tokens \({bigint_toml}\): .*less than or equal to 16777216",
+    ),
+    Case(
+        "run: seed beyond 64 bits from the environment",
+        "TRACEGEN_SEED=100000000000000000000 run",
+        2,
+        r"seed \(environment\): .*less than or equal to",
+    ),
+    Case(
+        "run: NaN concurrency in the config",
+        "run --config {nan_toml}",
+        2,
+        r"concurrency \({nan_toml}\): .*finite number",
+    ),
+    Case(
+        "run: infinite temperature", "run --temperature inf", 2, r"temperature \(flag\): .*finite"
+    ),
+    Case(
+        "run: huge concurrency in the config",
+        "run --config {huge_toml}",
+        2,
+        r"concurrency \({huge_toml}\): .*less than or equal to 1024",
+    ),
+    Case(
+        "run: huge concurrency",
+        "run --concurrency 100000",
+        2,
+        r"concurrency \(flag\): .*less than or equal to 1024",
+    ),
+    Case(
+        "run: huge sample count",
+        "run --num-samples 1000000000",
+        2,
+        r"num-samples \(flag\): .*less than or equal to 10000",
+    ),
+    Case(
+        "run: execution timeout below 1 ms",
+        "run --exec-timeout 1e-9",
+        2,
+        r"exec-timeout \(flag\): .*greater than or equal to 0.001",
+    ),
+    Case(
+        "run: empty problem ids",
+        "run --problem-ids ''",
+        2,
+        r"problem-ids \(flag\): .*no problem id",
+    ),
+    Case("problems: empty problem ids", "problems --problem-ids ' , '", 2, r"names no problem id"),
+    Case(
+        "run: deeply nested config",
+        "run --config {deep_toml}",
+        2,
+        r"{deep_toml}: not valid TOML: values nested too deeply",
+    ),
+    # ---------------------------------------------------------------- hostile problem files
+    Case(
+        "run: YAML alias bomb",
+        "run --problems {bomb_yaml}",
+        2,
+        r"{bomb_yaml}:\d+: YAML aliases expand to more than 100,000 nodes",
+    ),
+    Case(
+        "problems: YAML with 200,000 aliases",
+        "problems {aliases_yaml}",
+        2,
+        r"{aliases_yaml}:4: YAML aliases expand to more than 100,000 nodes",
+    ),
+    Case(
+        "problems: YAML alias inside its own anchor",
+        "problems {recursive_yaml}",
+        2,
+        r"{recursive_yaml}:1: alias \*a of no complete anchor",
+    ),
+    Case(
+        "problems: YAML nested 5,000 deep",
+        "problems {deep_yaml}",
+        2,
+        r"{deep_yaml}:4: YAML nested more than 100 deep",
+    ),
+    Case(
+        "problems: JSON test arguments nested 300 deep",
+        "problems --json {deep_json}",
+        2,
+        r"{deep_json}:1: .*tests.0.args: .*values nested more than 64 deep",
+    ),
+    Case(
+        "problems: JSON nested 100,000 deep",
+        "problems {deeper_json}",
+        2,
+        r"{deeper_json}:1: not valid JSON \(depth limit exceeded",
+    ),
+    Case(
+        "problems: integer beyond 64 bits in a YAML test",
+        "problems --json {bigint_yaml}",
+        2,
+        r"{bigint_yaml}:1: .*an integer beyond 64 bits",
+    ),
+    Case(
+        "verify: problems with an integer beyond 64 bits",
+        "verify {solutions} --problems {bigint_yaml}",
+        2,
+        r"{bigint_yaml}:1: .*an integer beyond 64 bits",
+    ),
+    Case(
+        "problems: NaN in a YAML test",
+        "problems --json {nan_yaml}",
+        2,
+        r"{nan_yaml}:1: .*NaN or Infinity",
+    ),
+    Case(
+        "problems: MBPP test nested too deeply for Python",
+        "problems {deep_mbpp}",
+        2,
+        r"{deep_mbpp}:1: not a valid MBPP problem: test is not valid Python",
+    ),
+    # ---------------------------------------------------------------- hostile trace files
+    Case(
+        "convert: a 200 MB line",
+        "convert {huge_line} --chat-format -o {fresh}",
+        2,
+        r"{huge_line}:2: line of 200 MB exceeds the 64 MB cap \(TRACEGEN_MAX_LINE_BYTES\)",
+    ),
+    Case(
+        "stats: a 200 MB line, strict",
+        "stats --strict {huge_line}",
+        2,
+        r"{huge_line}:2: line of 200 MB exceeds the 64 MB cap",
+    ),
+    Case(
+        "show: a 200 MB line",
+        "show {huge_line} --index 1",
+        2,
+        r"{huge_line}:2: line of 200 MB exceeds the 64 MB cap",
+    ),
+    Case(
+        "verify: a 200 MB line",
+        "verify {huge_line}",
+        2,
+        r"{huge_line}:2: line of 200 MB exceeds the 64 MB cap",
+    ),
+    Case(
+        "show: a line over a lowered cap",
+        "TRACEGEN_MAX_LINE_BYTES=100 show {trace}",
+        2,
+        r"{trace}:1: line of \d+ bytes exceeds the 100 bytes cap",
+    ),
+    Case(
+        "show: a cap that is not a number",
+        "TRACEGEN_MAX_LINE_BYTES=64MB show {trace}",
+        2,
+        r"TRACEGEN_MAX_LINE_BYTES \(environment\): expected a number of bytes",
+    ),
+    Case("stats: an endless device", "stats /dev/zero", 2, r"/dev/zero: is a character device"),
+    Case("show: an endless device", "show /dev/zero", 2, r"/dev/zero: is a character device"),
+    Case("verify: an endless device", "verify /dev/zero", 2, r"/dev/zero: is a character device"),
+    Case("problems: an endless device", "problems /dev/zero", 2, r"'/dev/zero': not a file"),
+    Case(
+        "verify: 200,000 solutions and a bad last line",
+        "verify {many_solutions}",
+        2,
+        r"{many_solutions}:200001: missing 'problem_id'",
+    ),
+    Case(
+        "convert: a sample number beyond 64 bits, to Parquet",
+        "convert {wide_sample} --chat-format --parquet {fresh}.parquet",
+        2,
+        r"{wide_sample}:1: .*sample: .*less than or equal to 9223372036854775807",
+    ),
+    Case(
+        "convert: logprob bytes that are not bytes",
+        "convert {bad_bytes} --chat-format --keep-logprobs -o {fresh}",
+        2,
+        r"{bad_bytes}:1: .*bytes.0: .*less than or equal to 255",
+    ),
+    Case(
+        "convert: tool-call arguments nested 300 deep",
+        "convert {deep_arguments} --sharegpt -o {fresh}",
+        2,
+        r"{deep_arguments}:1: .*arguments: .*values nested more than 64 deep",
+    ),
+    # ---------------------------------------------------------------- outputs and hosts
+    Case(
+        "convert: a dataset into a device",
+        "convert {trace} --chat-format --to-hf /dev/null",
+        2,
+        r"/dev/null: is a character device, --to-hf needs a directory",
+    ),
+    Case(
+        "run: unreachable host with a password in its URL",
+        "run --host {dead_host_key} --model test-model -o {fresh}",
+        1,
+        r"cannot reach Ollama at http://\*\*\*@127\.0\.0\.1:\d+: is `ollama serve` running",
+    ),
+    Case(
+        "run: host with a password that is not a URL",
+        f"run --host 'http://me:{PASSWORD}@[::1'",
+        2,
+        r"hosts \(flag\): .*'http://\*\*\*@\[::1' is not a URL",
+    ),
 ]
 
 QUIET_ZERO = [
-    # What is not an error: converting traces none of which passes the filter makes empty
-    # outputs that still load (command line, a regular expression its output matches).
+    # What is not an error (command line, a regular expression its output matches):
+    # converting traces none of which passes the filter makes empty outputs that still load;
+    # long traces are shown in part; outputs that are not files are written with a warning.
     (
         "convert: no trace passes the filter",
         "convert {trace} --chat-format --only-success --to-hf {fresh}.hf",
         r"converted 0 traces",
+    ),
+    (
+        "show: a trace of 100,000 steps",
+        "show {many_steps}",
+        r"… 99,800 more steps not shown \(the first 200 are\)",
+    ),
+    ("show: one code step of 5 MB", "show {huge_code}", r"… [\d,]+ more characters not shown"),
+    (
+        "stats: a 200 MB line is skipped with a warning",
+        "stats {huge_line}",
+        r"warning: .*{huge_line}:2: line of 200 MB exceeds the 64 MB cap",
+    ),
+    (
+        "convert: to /dev/null",
+        "convert {trace} --chat-format -o /dev/null",
+        r"tracegen: warning: /dev/null is a character device, not a regular file",
+    ),
+    (
+        "verify: verdicts to /dev/null",
+        "verify {solutions} -o /dev/null",
+        r"tracegen: warning: /dev/null is a character device, not a regular file",
     ),
 ]
 CSV = b"id,score\n1,0.5\n2,0.7"
@@ -236,14 +493,125 @@ def valid_trace() -> bytes:
     return orjson.dumps(trace.to_json()) + b"\n"
 
 
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _trace_line(trace: Trace, **changes: object) -> bytes:
+    """``trace`` as a JSON line, with top-level fields changed (written by `json`, whose
+    integers have no 64-bit limit)."""
+    import json
+
+    return json.dumps({**trace.to_json(), **changes}).encode() + b"\n"
+
+
+def _alias_bomb() -> str:
+    """A test whose arguments are nine levels of nine aliases: 387 million strings."""
+    lines = ["- id: p", "  prompt: x", "  tests:", "  - name: t", "    kind: io", "    args:"]
+    lines.append("    - &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]")
+    lines += [f"    - &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    return "\n".join(lines) + "\n"
+
+
+def _bad_bytes() -> bytes:
+    trace = markers_trace().to_json()
+    trace["logprobs"][0]["tokens"][0]["bytes"] = [300]
+    return orjson.dumps(trace) + b"\n"
+
+
+def _deep_arguments() -> bytes:
+    line = orjson.dumps(native_tools_trace().to_json()).replace(
+        b'"arguments":{', b'"arguments":{"deep":' + _deep(300).encode() + b",", 1
+    )
+    assert b'"deep"' in line
+    return line + b"\n"
+
+
+def _huge_line(path: Path) -> None:
+    """A valid trace, then a line of 200 MB."""
+    with path.open("wb") as fh:
+        fh.write(valid_trace())
+        fh.write(b'{"id": "')
+        block = b"a" * (1 << 20)
+        for _ in range(200):
+            fh.write(block)
+        fh.write(b'"}\n')
+
+
+PROBLEM_YAML = (
+    "- id: p\n  prompt: x\n  tests:\n  - {{name: t, kind: io, args: {args}, expected: 1}}\n"
+)
+HOSTILE: dict[str, Callable[[], bytes | str]] = {
+    "bigint_toml": lambda: "max_tokens = 100000000000000000000000\n",
+    "nan_toml": lambda: "concurrency = nan\n",
+    "huge_toml": lambda: "concurrency = 100000000\n",
+    "deep_toml": lambda: f"seed = {_deep(100_000)}\n",
+    "bomb_yaml": _alias_bomb,
+    "aliases_yaml": lambda: PROBLEM_YAML.format(args="[&s lol" + ", *s" * 200_000 + "]"),
+    "recursive_yaml": lambda: "- &a [*a]\n",
+    "deep_yaml": lambda: PROBLEM_YAML.format(args=_deep(5_000)),
+    "bigint_yaml": lambda: PROBLEM_YAML.format(args="[100000000000000000000000]"),
+    "nan_yaml": lambda: PROBLEM_YAML.format(args="[.nan]"),
+    "deep_json": lambda: (
+        '{"id": "p", "prompt": "x", "tests": [{"name": "t", "kind": "io", "args": '
+        + _deep(300)
+        + "}]}\n"
+    ),
+    "deeper_json": lambda: '{"id": "p", "tests": ' + _deep(100_000) + "}\n",
+    "deep_mbpp": lambda: (
+        orjson.dumps(
+            {
+                "task_id": 1,
+                "text": "t",
+                "code": "def f(): pass",
+                "test_list": ["assert " + "-" * 100_000 + "f()"],
+            }
+        )
+        + b"\n"
+    ),
+    "many_solutions": lambda: (
+        b'{"problem_id": "two_sum", "code": "x = 1"}\n' * 200_000 + b'{"code": "x"}\n'
+    ),
+    "many_steps": lambda: _trace_line(
+        Trace(id="t", problem_id="p", mode="markers", model="m"),
+        steps=[{"kind": "think", "text": f"step {i}"} for i in range(100_000)],
+    ),
+    "huge_code": lambda: _trace_line(
+        Trace(id="t", problem_id="p", mode="markers", model="m"),
+        steps=[{"kind": "code", "text": "x = 1\n" * 1_000_000}],
+    ),
+    "wide_sample": lambda: _trace_line(markers_trace(), sample=2**63),
+    "bad_bytes": _bad_bytes,
+    "deep_arguments": _deep_arguments,
+}
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeOllama]:
     with FakeOllama() as fake:
         yield fake
 
 
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The files of `HOSTILE` and the 200 MB line, made once (that one removed after)."""
+    folder = tmp_path_factory.mktemp("hostile")
+    paths = {}
+    for name, make in HOSTILE.items():
+        suffix = name.rsplit("_", 1)[1] if name.endswith(("_toml", "_yaml")) else "jsonl"
+        path = folder / f"{name}.{suffix}"
+        data = make()
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+        paths[name] = str(path)
+    huge = folder / "huge_line.jsonl"
+    _huge_line(huge)
+    paths["huge_line"] = str(huge)
+    yield paths
+    huge.unlink()
+
+
 @pytest.fixture
-def files(tmp_path: Path, server: FakeOllama) -> dict[str, str]:
+def files(tmp_path: Path, server: FakeOllama, hostile: dict[str, str]) -> dict[str, str]:
     problem = {
         "schema": "tracegen.problem/9",
         "id": "p",
@@ -265,22 +633,32 @@ def files(tmp_path: Path, server: FakeOllama) -> dict[str, str]:
     for name, data in contents.items():
         paths[name].write_bytes(data)
     (tmp_path / "folder").mkdir()
+    port = unused_port()
     return {
+        **hostile,
         **{name: str(p) for name, p in paths.items()},
         "missing": str(tmp_path / "missing.jsonl"),
         "folder": str(tmp_path / "folder"),
         "fresh": str(tmp_path / "fresh.jsonl"),
         "host": server.url,
-        "dead_host": f"http://127.0.0.1:{unused_port()}",
+        "dead_host": f"http://127.0.0.1:{port}",
+        "dead_host_key": f"http://me:{PASSWORD}@127.0.0.1:{port}",
     }
 
 
-def run(argv: str, files: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """A command line of the table, with its files and environment, run in ``cwd``."""
+def run(argv: str, files: dict[str, str], cwd: Path) -> Measured:
+    """A command line of the table, with its files and environment, run in ``cwd``, measured;
+    it must end in time, within its memory, print no traceback and no password."""
     words = shlex.split(argv.format(**files))
     env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
     args = words[len(env) :]
-    return tracegen(args, env=child_env(**env), cwd=cwd, timeout=120)
+    done = run_measured(command(args), env=child_env(**env), cwd=cwd, timeout=120)
+    assert TRACEBACK not in done.stderr, done.stderr[-2000:]
+    assert done.cpu_seconds < CPU_SECONDS, f"used {done.cpu_seconds:.1f} s of CPU"
+    assert done.seconds < WALL_SECONDS, f"took {done.seconds:.1f} s"
+    assert done.peak_mb < PEAK_MB, f"peak RSS {done.peak_mb:.0f} MB"
+    assert PASSWORD not in done.stdout + done.stderr
+    return done
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -303,9 +681,56 @@ def test_nothing_to_summarise_or_convert_is_not_an_error(
 ) -> None:
     done = run(argv, files, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert TRACEBACK not in done.stderr
-    assert re.search(output, done.stdout + done.stderr)
+    pattern = output.format(**{k: re.escape(v) for k, v in files.items()})
+    assert re.search(pattern, done.stdout + done.stderr)
     if "--to-hf" in argv:
         import datasets
 
         assert datasets.load_from_disk(f"{files['fresh']}.hf").num_rows == 0
+
+
+@pytest.mark.parametrize("argv", ["convert {trace} --chat-format -o {fifo}", "run -o {fifo}"])
+def test_a_fifo_no_process_reads_is_refused_not_waited_on(
+    argv: str, files: dict[str, str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done = run(argv, {**files, "fifo": str(fifo)}, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"tracegen: warning: {fifo} is a FIFO, not a regular file: "
+        "what is written there cannot be read back",
+        f"tracegen: error: {fifo}: a FIFO that no process reads",
+    ]
+
+
+def test_a_password_in_a_host_url_is_never_printed(files: dict[str, str], tmp_path: Path) -> None:
+    host = files["host"].replace("http://", f"http://me:{PASSWORD}@")
+    done = run(f"doctor --host {host} --model ghost", files, tmp_path)
+    assert done.returncode == 1
+    assert "http://***@127.0.0.1" in done.stdout and "ollama pull ghost" in done.stdout
+
+
+def test_verify_streams_verdicts_of_a_huge_file_in_flat_memory(
+    files: dict[str, str], tmp_path: Path
+) -> None:
+    """The first verdicts come out while most of 200,000 solutions wait, memory flat."""
+    solutions = tmp_path / "solutions.jsonl"
+    solutions.write_bytes(b'{"problem_id": "two_sum", "code": "x = 1"}\n' * 200_000)
+    proc = subprocess.Popen(
+        command(["verify", str(solutions), "--json"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        verdicts = [orjson.loads(proc.stdout.readline()) for _ in range(50)]
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [v["line"] for v in verdicts] == list(range(1, 51))
+    assert {v["status"] for v in verdicts} == {"error"}
+    peak_kb = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
+    assert peak_kb < PEAK_MB * 1024

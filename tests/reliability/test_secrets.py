@@ -123,3 +123,18 @@ def test_errors_about_the_server_never_print_the_key(
         assert "ollama pull absent" in done.stdout
     else:
         assert EXPECTED[failure] in error_line(done.stderr)
+
+
+def test_a_password_in_the_host_url_is_in_no_file_nor_line_printed(tmp_path: Path) -> None:
+    password = f"pw-{uuid.uuid4().hex}"
+    with FakeOllama() as server:
+        server.set_responder(spy_then_fix)
+        server.fail_next(Fault("status", 503))
+        host = server.url.replace("http://", f"http://me:{password}@")
+        done = tracegen(spy_run(host, tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "retrying" in done.stderr
+    assert password not in done.stdout + done.stderr
+    assert [p.name for p in tmp_path.iterdir() if password.encode() in p.read_bytes()] == []
+    (trace,) = read_jsonl(tmp_path / "traces.jsonl")
+    assert trace["hosts"] == [host.replace(f"me:{password}", "***")]

@@ -72,3 +72,29 @@ def test_run_settings_hand_over_their_generation_part():
     gen = s.generation()
     assert type(gen) is GenerationSettings
     assert (gen.mode, gen.seed) == ("markers", 7)
+
+
+def test_credentials_in_a_url_are_hidden_wherever_it_is_quoted():
+    from tracegen.config import redact_url
+
+    text = "cannot reach Ollama at https://me:p@ss@gpu1:11434/x: is it up? and http://gpu2"
+    assert (
+        redact_url(text)
+        == "cannot reach Ollama at https://***@gpu1:11434/x: is it up? and http://gpu2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"seed": 2**64}, r"^seed \(flag\): .*less than or equal to 9223372036854775807"),
+        ({"concurrency": 5000}, r"^concurrency \(flag\): .*less than or equal to 1024"),
+        ({"num_samples": 10**6}, r"^num-samples \(flag\): .*less than or equal to 10000"),
+        ({"exec_timeout": 1e-9}, r"^exec-timeout \(flag\): .*greater than or equal to 0.001"),
+        ({"problem_ids": " , "}, r"^problem-ids \(flag\): .*names no problem id"),
+        ({"problem_ids": []}, r"^problem-ids \(flag\): .*names no problem id"),
+    ],
+)
+def test_settings_beyond_their_documented_bounds_are_refused(flags, message):
+    with pytest.raises(ConfigError, match=message):
+        load_settings(RunSettings, flags, env={})

@@ -1,6 +1,7 @@
 """The one JSONL reader and writer: lazy, FILE:LINE errors, crash-safe."""
 
 import gzip
+import os
 import resource
 
 import pytest
@@ -111,3 +112,41 @@ def test_unwritable_output_is_one_clear_error(tmp_path):
     target.mkdir()
     with pytest.raises(OutputError, match=rf"^{target}: cannot open for writing"):
         JsonlWriter(target)
+
+
+def test_a_line_over_the_cap_is_reported_and_the_next_ones_still_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEGEN_MAX_LINE_BYTES", "20")
+    path = tmp_path / "long.jsonl"
+    path.write_text('{"a": 1}\n{"long": "' + "x" * 3_000_000 + '"}\n{"a": 2}\n')
+    errors = []
+    assert [row for _, row in iter_lines(path, on_error=errors.append)] == [{"a": 1}, {"a": 2}]
+    assert [str(e) for e in errors] == [
+        f"{path}:2: line of 2.86 MB exceeds the 20 bytes cap (TRACEGEN_MAX_LINE_BYTES)"
+    ]
+
+
+@pytest.mark.parametrize("cap", [1, 7, 8, 9, 1 << 20])
+def test_lines_up_to_the_cap_are_read_whole(tmp_path, monkeypatch, cap):
+    monkeypatch.setattr("tracegen.jsonl._PIECE", 4)
+    monkeypatch.setenv("TRACEGEN_MAX_LINE_BYTES", str(cap))
+    path = tmp_path / "edge.jsonl"
+    path.write_bytes(b'{"a":1}\n{"ab":12}\n{"a":1}')
+    errors = []
+    rows = [row for _, row in iter_lines(path, on_error=errors.append)]
+    assert len(rows) + len(errors) == 3
+    assert [len(str(e)) > 0 for e in errors] == [True] * len(errors)
+    assert len(rows) == (3 if cap >= 9 else 2 if cap >= 7 else 0)
+
+
+def test_a_fifo_is_written_as_a_stream_and_one_nobody_reads_is_an_error(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="a FIFO that no process reads"):
+        JsonlWriter(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with JsonlWriter(fifo) as w:
+            w.write({"a": 1})
+        assert os.read(reader, 100) == b'{"a":1}\n'
+    finally:
+        os.close(reader)

@@ -136,3 +136,25 @@ def test_unknown_fields_are_an_error_not_silently_dropped():
 
 def test_exec_result_counts_passed_tests():
     assert (VERDICT.passed, VERDICT.total) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ([2**64], "an integer beyond 64 bits"),
+        ([float("nan")], "NaN or Infinity"),
+        ({1: 2}, "a mapping key that is not a string"),
+        ([{1, 2}], "a set, which is not a JSON value"),
+    ],
+)
+def test_test_values_that_json_cannot_carry_are_refused(value, reason):
+    with pytest.raises(ValidationError, match=reason):
+        TestCase(name="t", kind="io", args=[value])
+
+
+def test_free_form_values_nest_at_most_64_deep_and_no_recursion_is_exhausted():
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ValidationError, match="values nested more than 64 deep"):
+        ToolFunction(name="python", arguments={"code": "x", "deep": deep})

@@ -19,6 +19,6 @@ def stats(
     strict: Annotated[bool, typer.Option("--strict", help="Malformed lines are fatal.")] = False,
 ) -> None:
     """Summarise trace files: rates, distributions, failures, per-problem success."""
-    from tracegen.views.stats_table import stats_command
+    from tracegen.views.stats import stats_command
 
     stats_command(files=files, json_out=json_out, by=by, strict=strict)

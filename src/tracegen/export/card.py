@@ -19,9 +19,10 @@ import msgspec
 import orjson
 import yaml
 
+from tracegen.export.lines import decode_trace
 from tracegen.export.sidecar import read_steps
+from tracegen.jsonl import iter_raw_lines_at
 from tracegen.problems.loader import shipped_sets
-from tracegen.rawlines import decode_trace, iter_raw
 
 CARD = "README.md"
 PREFIXES = {"HumanEval/": "humaneval", "mbpp/": "mbpp", "gsm8k/": "gsm8k"}
@@ -96,14 +97,14 @@ def _builtin_ids() -> set[str]:
     path = shipped_sets().get("builtin")
     if path is None:
         return set()
-    return {str(orjson.loads(raw).get("id")) for _, _, raw in iter_raw(path)}
+    return {str(orjson.loads(raw).get("id")) for _, _, raw in iter_raw_lines_at(path)}
 
 
 def read_provenance(source: Path) -> Provenance:
     """One pass over the traces, decoding only the fields the card states."""
     found = Provenance()
     builtin = _builtin_ids()
-    for lineno, _, raw in iter_raw(source):
+    for lineno, _, raw in iter_raw_lines_at(source):
         line = decode_trace(_DECODER, raw, source, lineno)
         found.traces += 1
         found.success += line.success
@@ -126,7 +127,7 @@ def read_settings(source: Path) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     if not state.is_file():
         return found
-    for _, _, raw in iter_raw(state):
+    for _, _, raw in iter_raw_lines_at(state):
         if b'"settings"' not in raw:
             continue
         try:

@@ -1,5 +1,7 @@
 """`tracegen convert`: stream traces into chat, ShareGPT or single-message training files.
 
+One pass over the input feeds every output asked for (see `tracegen.export.outputs`).
+Logprobs, most of a trace's bytes, are skipped while reading unless ``--keep-logprobs``.
 Each output is written to a temporary name and renamed when complete, so a failed
 conversion leaves no half-written file and a second run replaces the first.
 """
@@ -8,30 +10,47 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
-from tracegen.errors import (
-    ConfigError,
-    InputFileError,
-    MissingExtraError,
-    OutputError,
-    TracegenError,
-)
+from tracegen.errors import ConfigError, InputFileError, OutputError
 from tracegen.export.card import write_card
 from tracegen.export.formats import Format, Row, convert_trace, features, is_convertible
-from tracegen.jsonl import JsonlWriter, iter_lines, iter_records
+from tracegen.export.outputs import ARROW_OUTPUTS, OUTPUTS, Batch, Output, OutputKind
+from tracegen.jsonl import (
+    iter_lines,
+    iter_raw_lines,
+    special_file,
+    special_file_warning,
+    validate,
+)
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:
     from datasets import Features
 
-PARQUET_BATCH = 500
+BATCH_ROWS = 100
+"""Records converted and written together into Parquet or Arrow (a row group, a record
+batch); JSONL alone is written a record at a time."""
+
+
+class _SkippedTurn(BaseModel):
+    """A turn of logprobs read past: its tokens are never built."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class _TraceWithoutLogprobs(Trace):
+    """A `Trace` whose logprobs are only checked to be a list of objects."""
+
+    logprobs: list[_SkippedTurn] = Field(default_factory=list)  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -66,12 +85,16 @@ class ConvertCounts:
         return text + (f"; skipped {', '.join(skipped)}" if skipped else "")
 
 
-def iter_converted(
-    path: Path, options: ConvertOptions, counts: ConvertCounts | None = None
-) -> Iterator[Row]:
+def iter_traces(path: Path, *, keep_logprobs: bool) -> Iterator[Trace]:
+    """The traces of ``path``, validated; their logprobs only when ``keep_logprobs``."""
+    model = Trace if keep_logprobs else _TraceWithoutLogprobs
+    for lineno, raw in iter_raw_lines(path):
+        yield validate(raw, model, path, lineno, name="Trace")
+
+
+def iter_converted(path: Path, options: ConvertOptions, counts: ConvertCounts) -> Iterator[Row]:
     """Output records of the traces in ``path`` that pass the filters, one at a time."""
-    counts = counts if counts is not None else ConvertCounts()
-    for _, trace in iter_records(path, Trace):
+    for trace in iter_traces(path, keep_logprobs=options.keep_logprobs):
         if trace.error is not None:
             counts.failed += 1
         elif (options.only_success and not trace.success) or (
@@ -91,8 +114,12 @@ def iter_converted(
 
 
 @contextlib.contextmanager
-def _replacing(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target`` that replaces it on success, vanishes on failure."""
+def replacing(target: Path) -> Iterator[Path]:
+    """A temporary path beside ``target`` that replaces it on success, vanishes on failure;
+    a FIFO or a device (``-o /dev/null``) is written as it is, never replaced."""
+    if special_file(target) is not None:
+        yield target
+        return
     tmp = target.with_name(f".{target.name}.tmp")
     _remove(tmp)
     try:
@@ -110,8 +137,9 @@ def _replacing(target: Path) -> Iterator[Path]:
 
 def _check_target(target: Path, *, dataset: bool) -> None:
     """Refuse to replace a directory that is not a dataset tracegen could have written."""
-    if dataset and target.is_file():
-        raise OutputError(f"{target}: is a file, --to-hf needs a directory")
+    if dataset and (target.is_file() or special_file(target)):
+        kind = special_file(target) or "a file"
+        raise OutputError(f"{target}: is {kind}, --to-hf needs a directory")
     if not dataset and target.is_dir():
         raise OutputError(f"{target}: is a directory, expected a file name")
     foreign = not (target / "dataset_info.json").is_file()
@@ -126,60 +154,26 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_jsonl(rows: Iterator[Row], target: Path) -> None:
-    with _replacing(target) as tmp, JsonlWriter(tmp) as writer:
-        for row in rows:
-            writer.write(row)
-
-
-def write_parquet(rows: Iterator[Row], target: Path, options: ConvertOptions) -> None:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise MissingExtraError("--parquet needs pyarrow: pip install pyarrow") from None
-    schema = _features(options).arrow_schema
-    with _replacing(target) as tmp, pq.ParquetWriter(tmp, schema) as writer:
-        batch: list[Row] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) == PARQUET_BATCH:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                batch.clear()
-        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-
-
-def _hf_rows(path: str, options: ConvertOptions) -> Iterator[Row]:
-    yield from iter_converted(Path(path), options)
-
-
-def write_hf(source: Path, target: Path, options: ConvertOptions) -> None:
-    """``save_to_disk`` a dataset built by streaming the records through ``from_generator``."""
-    import datasets
-
-    datasets.disable_progress_bars()
-    with _replacing(target) as tmp, tempfile.TemporaryDirectory(dir=tmp.parent) as cache:
-        try:
-            dataset = datasets.Dataset.from_generator(
-                _hf_rows,
-                features=_features(options),
-                gen_kwargs={"path": str(source), "options": options},
-                cache_dir=cache,
-            )
-        except Exception as e:
-            cause = e.__cause__ or e.__context__
-            if isinstance(cause, TracegenError | OSError):
-                raise cause from None
-            if next(iter_converted(source, options), None) is not None:
-                raise
-            # Nothing passed the filters: `from_generator` cannot build a dataset of no rows,
-            # and an empty one saved without an explicit shard does not load.
-            feats = _features(options)
-            empty = datasets.Dataset.from_dict({name: [] for name in feats}, features=feats)
-            empty.save_to_disk(str(tmp), num_shards=1)
-            return
-        dataset.save_to_disk(str(tmp))
-        del dataset
+def convert_file(
+    source: Path, targets: dict[OutputKind, Path], options: ConvertOptions
+) -> ConvertCounts:
+    """Write the records of ``source`` to every target in one pass; all or none of them."""
+    counts = ConvertCounts(outputs=[str(p) for p in targets.values()])
+    feats = cache(lambda: _features(options))
+    with contextlib.ExitStack() as stack:
+        outputs: list[Output] = []
+        for kind, target in targets.items():
+            tmp = stack.enter_context(replacing(target))
+            output = OUTPUTS[kind](tmp, feats() if kind in ARROW_OUTPUTS else None)
+            stack.callback(output.close)
+            outputs.append(output)
+        rows = iter_converted(source, options, counts)
+        size = BATCH_ROWS if ARROW_OUTPUTS & targets.keys() else 1
+        while chunk := list(islice(rows, size)):
+            batch = Batch(chunk, feats)
+            for output in outputs:
+                output.write(batch)
+    return counts
 
 
 def _features(options: ConvertOptions) -> Features:
@@ -231,25 +225,17 @@ def convert_command(
     options = ConvertOptions(fmt, only_success, only_ideal, reasoning_field, keep_logprobs)
     if output is None and to_hf is None and parquet is None:
         output = default_output(input, fmt)
-    targets = [p for p in (output, parquet, to_hf) if p is not None]
-    if any(p.resolve() == input.resolve() for p in targets):
+    asked: dict[OutputKind, Path | None] = {"jsonl": output, "parquet": parquet, "hf": to_hf}
+    targets = {kind: path for kind, path in asked.items() if path is not None}
+    if any(p.resolve() == input.resolve() for p in targets.values()):
         raise ConfigError(f"{input}: output would overwrite the input")
-    for target in targets:
-        _check_target(target, dataset=target is to_hf)
-    counts = ConvertCounts()
-    if output is not None:
-        write_jsonl(iter_converted(input, options, counts), output)
-    if parquet is not None:
-        rows = iter_converted(input, options, None if output else counts)
-        write_parquet(rows, parquet, options)
-    if to_hf is not None:
-        write_hf(input, to_hf, options)
-        if output is None and parquet is None:
-            for _ in iter_converted(input, options, counts):
-                pass
-        write_card(to_hf, input, options, counts)
-    counts.outputs = [str(p) for p in targets]
-    Console(stderr=True, highlight=False).print(
-        counts.summary(options), markup=False, soft_wrap=True
-    )
+    for kind, target in targets.items():
+        _check_target(target, dataset=kind == "hf")
+    console = Console(stderr=True, highlight=False)
+    for warning in filter(None, map(special_file_warning, targets.values())):
+        console.print(f"tracegen: warning: {warning}", markup=False, soft_wrap=True)
+    counts = convert_file(input, targets, options)
+    if "hf" in targets:
+        write_card(targets["hf"], input, options, counts)
+    console.print(counts.summary(options), markup=False, soft_wrap=True)
     return counts

@@ -13,7 +13,7 @@ from typing import IO, Any
 import orjson
 
 from tracegen.errors import ConfigError, InputFileError, OutputError
-from tracegen.export.convert import _replacing
+from tracegen.export.convert import replacing
 from tracegen.export.sidecar import CURATION_SCHEMA, read_steps, sidecar_path
 
 
@@ -45,11 +45,11 @@ def check_paths(source: Path, *targets: Path | None) -> None:
 def writing(target: Path, source: Path, record: dict[str, Any]) -> Iterator[IO[bytes]]:
     """A file to write the kept lines to; on success it replaces ``target`` and the steps of
     ``source`` plus ``record`` (which the caller fills in meanwhile) are written beside it."""
-    with _replacing(target) as tmp, tmp.open("wb") as out:
+    with replacing(target) as tmp, tmp.open("wb") as out:
         yield out
     steps = [*read_steps(source), record]
     document = {"schema": CURATION_SCHEMA, "output": str(target), "steps": steps}
-    with _replacing(sidecar_path(target)) as tmp:
+    with replacing(sidecar_path(target)) as tmp:
         tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
 
 
@@ -59,5 +59,5 @@ def optional_jsonl(target: Path | None) -> Iterator[IO[bytes] | None]:
     if target is None:
         yield None
         return
-    with _replacing(target) as tmp, tmp.open("wb") as out:
+    with replacing(target) as tmp, tmp.open("wb") as out:
         yield out

@@ -26,10 +26,11 @@ import orjson
 
 from tracegen.errors import ConfigError, InputFileError, MissingExtraError
 from tracegen.export.curate import check_paths, optional_jsonl, step, writing
+from tracegen.export.lines import decode_trace
+from tracegen.jsonl import iter_raw_lines_at
 from tracegen.problems import load_problems
 from tracegen.problems.hub import HUB_DATASETS
 from tracegen.problems.loader import shipped_sets
-from tracegen.rawlines import decode_trace, iter_raw
 from tracegen.schema import Problem
 
 DEFAULT_NGRAM = 13
@@ -185,7 +186,7 @@ def decontaminate_command(
     result = DecontaminationResult()
     record = step("decontaminate", input, against=dict(index.sizes), ngram=ngram)
     with writing(output, input, record) as out, optional_jsonl(dropped_file) as side:
-        for lineno, _, raw in iter_raw(input):
+        for lineno, _, raw in iter_raw_lines_at(input):
             line = decode_trace(_DECODER, raw, input, lineno)
             result.traces += 1
             hit = _check(line, index)

@@ -28,8 +28,9 @@ import orjson
 
 from tracegen.errors import ConfigError, InputFileError
 from tracegen.export.curate import check_paths, optional_jsonl, step, writing
+from tracegen.export.lines import decode_trace
 from tracegen.export.minhash import Index, signature, similarity
-from tracegen.rawlines import decode_trace, iter_raw
+from tracegen.jsonl import iter_raw_lines_at
 
 By = Literal["code", "text"]
 BY: tuple[By, ...] = ("code", "text")
@@ -145,7 +146,7 @@ def find_duplicates(
     exact: dict[tuple[str, bytes], int] = {}
     clusters = _Clusters()
     result = DedupResult()
-    for index, (lineno, _, raw) in enumerate(iter_raw(source)):
+    for index, (lineno, _, raw) in enumerate(iter_raw_lines_at(source)):
         line = decode_trace(_DECODER, raw, source, lineno)
         result.traces += 1
         tokens = _tokens(line, by)
@@ -235,7 +236,7 @@ def dedup_command(
         clusters=result.clusters,
     )
     with writing(output, input, record) as out, optional_jsonl(removed_file) as side:
-        for index, (_, _, raw) in enumerate(iter_raw(input)):
+        for index, (_, _, raw) in enumerate(iter_raw_lines_at(input)):
             if index not in removed:
                 out.write(raw if raw.endswith(b"\n") else raw + b"\n")
         _write_removed(side, entries, removed)

@@ -10,6 +10,7 @@ from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
 from tracegen.generate.scheduler import LocalScheduler
+from tracegen.jsonl import special_file_warning
 from tracegen.llm.factory import open_pool
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
@@ -42,6 +43,9 @@ async def _run(settings: RunSettings) -> int:
         overwrite=settings.overwrite,
         warn=reporter.warn,
     )
+    for path in (settings.output, settings.rejects):
+        if path is not None and (warning := special_file_warning(path)):
+            reporter.warn(warning)
     try:
         stats.total = plan.count(files.done)
         stats.skipped = plan.size - stats.total

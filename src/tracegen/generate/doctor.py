@@ -60,7 +60,7 @@ async def run_checks(settings: RunSettings) -> list[Check]:
 
 async def check_host(settings: RunSettings, host: str) -> list[Check]:
     """Reachability and version, the model, its features, logprobs on a one-token request."""
-    prefix = f"{host} " if len(settings.hosts) > 1 else ""
+    prefix = f"{redact_url(host)} " if len(settings.hosts) > 1 else ""
     probe_s = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
     probe = backend_for(settings, host, timeout_s=probe_s, max_attempts=1)
     try:

@@ -35,7 +35,7 @@ from pydantic import Field, ValidationError
 from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, OutputError
 from tracegen.grading.filters import Outcome
-from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail
+from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail, special_file
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
 
 STATE_SCHEMA: Final = "tracegen.state/1"
@@ -129,7 +129,7 @@ class RunFiles:
                         if row.get("outcome") != "accepted":
                             self.done.add(key)
             for p in (self.output, self.rejects):
-                if p is not None and p.exists():
+                if p is not None and p.is_file():
                     for lineno, row in iter_lines(p):
                         self.done.add(self._key(p, lineno, row))
         except _Mismatch as m:
@@ -235,6 +235,7 @@ def _prepare(kinds: dict[Path, str], *, overwrite: bool, warn: Callable[[str], N
     for p in kinds:
         if p.is_dir():
             raise OutputError(f"{p}: is a directory")
+    kinds = {p: schema for p, schema in kinds.items() if not special_file(p)}  # nothing to resume
     for p, schema in kinds.items():
         if overwrite:
             _truncate(p)

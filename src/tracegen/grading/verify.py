@@ -6,6 +6,7 @@ A solutions file holds rows with ``problem_id`` and ``code`` (math problems may 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -52,9 +53,8 @@ def _string(row: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def read_solutions(path: Path, problems: dict[str, Problem], source: str) -> list[Solution]:
-    """Every solution of ``path``, checked against the problem set before anything runs."""
-    solutions = []
+def iter_solutions(path: Path, problems: dict[str, Problem], source: str) -> Iterator[Solution]:
+    """The solutions of ``path``, read lazily; a bad line raises `InputFileError` naming it."""
     for lineno, row in iter_lines(path):
         where = f"{path}:{lineno}"
         is_trace = row.get("schema") == TRACE_SCHEMA
@@ -69,10 +69,16 @@ def read_solutions(path: Path, problems: dict[str, Problem], source: str) -> lis
         if not is_trace and code is None and (answer is None or problem.kind == "code"):
             raise InputFileError(f"{where}: missing 'code'")
         trace_id = _string(row, "id", where) if is_trace else None
-        solutions.append(Solution(lineno, problem, code, answer, trace_id))
-    if not solutions:
+        yield Solution(lineno, problem, code, answer, trace_id)
+
+
+def check_solutions(path: Path, problems: dict[str, Problem], source: str) -> int:
+    """How many solutions ``path`` holds, every line checked before anything runs; memory
+    stays flat whatever the size of the file."""
+    count = sum(1 for _ in iter_solutions(path, problems, source))
+    if not count:
         raise InputFileError(f"{path}: holds no solutions")
-    return solutions
+    return count
 
 
 def _verdict(solution: Solution, result: ExecResult) -> Verdict:

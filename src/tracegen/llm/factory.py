@@ -72,6 +72,7 @@ async def open_pool(
         limit=settings.concurrency,
     )
     for host, problem in down.items():
-        warn(f"{redact_url(host)} does not answer ({problem}); going on with the other hosts")
-        pool.bench(host, problem)
+        shown = redact_url(host)
+        warn(f"{shown} does not answer ({problem}); going on with the other hosts")
+        pool.bench(shown, problem)
     return pool

@@ -89,10 +89,11 @@ class HttpBackend:
         max_connections: int = 32,
         on_retry: RetryListener | None = None,
     ) -> None:
-        self.host = host.rstrip("/")
+        url = host.rstrip("/")
+        self.host = redact_url(url)
+        """The host as messages, logs and traces show it: credentials in the URL hidden."""
         self.model = model
         self.timeout_s = timeout_s
-        self._shown_host = redact_url(self.host)
         self._has_key = bool(api_key)
         self._attempts = max(1, max_attempts)
         self._max_retry_s = max_retry_s
@@ -101,7 +102,7 @@ class HttpBackend:
         self._on_retry = on_retry
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
-            base_url=self.host,
+            base_url=url,
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             limits=httpx.Limits(
@@ -111,9 +112,7 @@ class HttpBackend:
 
     def __repr__(self) -> str:
         key = "set" if self._has_key else "none"
-        return (
-            f"{type(self).__name__}(host={self._shown_host!r}, model={self.model!r}, api_key={key})"
-        )
+        return f"{type(self).__name__}(host={self.host!r}, model={self.model!r}, api_key={key})"
 
     async def __aenter__(self) -> HttpBackend:
         return self
@@ -136,10 +135,10 @@ class HttpBackend:
         return None
 
     def unreachable_hint(self) -> str:
-        return f"cannot reach {self.server_name} at {self._shown_host}"
+        return f"cannot reach {self.server_name} at {self.host}"
 
     def not_found_hint(self, model: str) -> str:
-        return f"model {model} not found at {self._shown_host}"
+        return f"model {model} not found at {self.host}"
 
     # ------------------------------------------------------------ requests
 
@@ -186,7 +185,7 @@ class HttpBackend:
         except httpx.TransportError as e:
             raise self.transport_error(e) from None
         except httpx.InvalidURL as e:
-            raise ConfigError(f"invalid host {self._shown_host!r}: {e}") from None
+            raise ConfigError(f"invalid host {self.host!r}: {e}") from None
         try:
             if response.status_code != 200:
                 try:
@@ -220,11 +219,9 @@ class HttpBackend:
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise ProtocolError(
-                f"{self._shown_host} sent a malformed {what}: {clip(raw)!r}"
-            ) from None
+            raise ProtocolError(f"{self.host} sent a malformed {what}: {clip(raw)!r}") from None
         if not isinstance(data, dict):
-            raise ProtocolError(f"{self._shown_host} sent a {what} that is not a JSON object")
+            raise ProtocolError(f"{self.host} sent a {what} that is not a JSON object")
         return data
 
     # ------------------------------------------------------------ errors
@@ -233,17 +230,17 @@ class HttpBackend:
         if isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
             return BackendUnavailable(self.unreachable_hint())
         if isinstance(e, httpx.TimeoutException):
-            return BackendTimeout(f"{self._shown_host} did not answer within {self.timeout_s:g}s")
+            return BackendTimeout(f"{self.host} did not answer within {self.timeout_s:g}s")
         if isinstance(e, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-            return ServerError(f"{self._shown_host} dropped the connection mid-response")
+            return ServerError(f"{self.host} dropped the connection mid-response")
         return BackendUnavailable(
-            f"cannot talk to {self.server_name} at {self._shown_host}: {type(e).__name__}"
+            f"cannot talk to {self.server_name} at {self.host}: {type(e).__name__}"
         )
 
     def status_error(self, response: httpx.Response, raw: bytes, model: str) -> BackendError:
         status = response.status_code
         message = self._body_message(raw)
-        where = f"{self._shown_host} (HTTP {status})"
+        where = f"{self.host} (HTTP {status})"
         if status == 404:
             return ModelNotFound(self.not_found_hint(model))
         if status in (401, 403):

@@ -43,10 +43,10 @@ class OllamaBackend(HttpBackend):
         self.keep_alive = keep_alive
 
     def unreachable_hint(self) -> str:
-        return f"cannot reach Ollama at {self._shown_host}: is `ollama serve` running?"
+        return f"cannot reach Ollama at {self.host}: is `ollama serve` running?"
 
     def not_found_hint(self, model: str) -> str:
-        return f"model {model} not found at {self._shown_host}: run `ollama pull {model}`"
+        return f"model {model} not found at {self.host}: run `ollama pull {model}`"
 
     # ------------------------------------------------------------ the backend protocol
 
@@ -129,7 +129,7 @@ class OllamaBackend(HttpBackend):
         info = data.get("_debug_info")
         if not isinstance(info, dict) or not isinstance(info.get("rendered_template"), str):
             raise BadRequest(
-                f"{self._shown_host} did not return a rendered prompt: "
+                f"{self.host} did not return a rendered prompt: "
                 "raw continuation needs Ollama 0.11.5 or newer"
             )
         return info["rendered_template"]
@@ -144,10 +144,10 @@ class OllamaBackend(HttpBackend):
                     continue
                 chunk = self.json_object(line, "NDJSON line")
                 if "error" in chunk:
-                    raise ServerError(f"{self._shown_host} failed mid-response: {chunk['error']}")
+                    raise ServerError(f"{self.host} failed mid-response: {chunk['error']}")
                 acc.add(chunk)
         if acc.final is None:
-            raise ServerError(f"{self._shown_host} ended the response before its final chunk")
+            raise ServerError(f"{self.host} ended the response before its final chunk")
         return acc.completion(self.host, self.model, asked_logprobs)
 
 

@@ -30,6 +30,7 @@ import orjson
 
 from tracegen.parsing.blocks import tool_call_end
 from tracegen.parsing.jsonfix import break_escaped_lines, relaxed_json, unescape_once
+from tracegen.schema import json_value
 
 Strategy = Literal["strict", "escaped", "extracted"]
 STRATEGIES: tuple[Strategy, ...] = ("strict", "escaped", "extracted")
@@ -183,6 +184,10 @@ def _read_object(obj: Any, strategy: Strategy) -> ParsedToolCall:
         raise ToolCallParseError('the tool call has no "name"')
     raw = obj["arguments"] if "arguments" in obj else obj.get("parameters")
     arguments, arg_strategy = _arguments(raw)
+    try:
+        json_value(arguments)
+    except ValueError as e:
+        raise ToolCallParseError(f"the arguments hold {e}") from None
     return ParsedToolCall(name.strip(), arguments, _worst(strategy, arg_strategy))
 
 

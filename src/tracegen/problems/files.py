@@ -2,6 +2,10 @@
 
 Each reader yields ``(where, problem)`` pairs, ``where`` being ``FILE:LINE`` (or, for a
 YAML item without a position, ``FILE:item N``) for error messages.
+
+YAML is checked before anything is built from it: nesting deeper than `MAX_YAML_DEPTH`,
+an alias inside its own anchor, or aliases standing for more than `MAX_ALIAS_NODES` nodes
+in all (a "billion laughs" file) are refused with the line where it happens.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from tracegen.schema import Problem
 
 Located = tuple[str, Problem]
 YAML_SUFFIXES = (".yaml", ".yml")
+MAX_YAML_DEPTH = 100
+MAX_ALIAS_NODES = 100_000
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
 def _explain(err: ValidationError) -> str:
@@ -59,6 +68,43 @@ def _read_jsonl(path: Path, source: str) -> Iterator[Located]:
         raise ProblemFileError(str(e)) from None
 
 
+def _check_yaml_shape(text: str, path: Path) -> None:
+    """Walk the YAML events (no recursion, nothing built): refuse deep nesting and aliases
+    that would expand to too much. Counts nodes, each alias as many as its anchor holds."""
+    held: dict[str, int] = {}
+    open_nodes: list[tuple[str | None, int]] = []
+    added = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        where = f"{path}:{event.start_mark.line + 1}" if event.start_mark else str(path)
+        if isinstance(event, _OPEN):
+            if len(open_nodes) >= MAX_YAML_DEPTH:
+                raise ProblemFileError(f"{where}: YAML nested more than {MAX_YAML_DEPTH} deep")
+            open_nodes.append((event.anchor, 1))
+            continue
+        if isinstance(event, _CLOSE):
+            anchor, nodes = open_nodes.pop()
+            if anchor is not None:
+                held[anchor] = nodes
+        elif isinstance(event, yaml.ScalarEvent):
+            nodes = 1
+            if event.anchor is not None:
+                held[event.anchor] = 1
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor not in held:
+                raise ProblemFileError(f"{where}: alias *{event.anchor} of no complete anchor")
+            nodes = held[event.anchor]
+            added += nodes
+            if added > MAX_ALIAS_NODES:
+                raise ProblemFileError(
+                    f"{where}: YAML aliases expand to more than {MAX_ALIAS_NODES:,} nodes"
+                )
+        else:
+            continue
+        if open_nodes:
+            anchor, count = open_nodes[-1]
+            open_nodes[-1] = (anchor, count + nodes)
+
+
 def _yaml_items(path: Path) -> tuple[list[Any], list[str]]:
     """The problem items of a YAML file and where each one starts."""
     try:
@@ -67,8 +113,9 @@ def _yaml_items(path: Path) -> tuple[list[Any], list[str]]:
         raise ProblemFileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ProblemFileError(f"{path}: cannot read: {e}") from None
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
+        _check_yaml_shape(text, path)
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:

@@ -34,7 +34,7 @@ def _prompt_context(prompt: str, entry_point: str) -> str:
     """What the prompt defines besides the entry point: imports, helpers, constants."""
     try:
         tree = ast.parse(prompt)
-    except SyntaxError:
+    except (SyntaxError, MemoryError, RecursionError):
         lines = prompt.splitlines()
         return "\n".join(ln for ln in lines if ln.startswith(("import ", "from ")))
     parts = [
@@ -64,7 +64,7 @@ def _called_function(assert_line: str, reference: str) -> str:
     """The function an MBPP assert tests: the first one it calls that is not a builtin."""
     try:
         tree = ast.parse(assert_line)
-    except SyntaxError:
+    except (SyntaxError, MemoryError, RecursionError):  # the last two: nested too deeply
         raise ValueError(f"test is not valid Python: {assert_line[:60]!r}") from None
     calls = [
         node.func.id

@@ -8,16 +8,20 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
+from tracegen.errors import ConfigError
 from tracegen.jsonl import dumps
 from tracegen.problems.loader import load_problems
 from tracegen.schema import Problem
 
 
 def split_ids(problem_ids: str | None) -> list[str] | None:
-    """``"a, b"`` → ``["a", "b"]``; None or blank → None."""
-    if not problem_ids:
+    """``"a, b"`` → ``["a", "b"]``; None → None; naming no id at all is an error."""
+    if problem_ids is None:
         return None
-    return [i.strip() for i in problem_ids.split(",") if i.strip()] or None
+    ids = [i.strip() for i in problem_ids.split(",") if i.strip()]
+    if not ids:
+        raise ConfigError("--problem-ids names no problem id")
+    return ids
 
 
 def _test_kinds(problem: Problem) -> str:

@@ -1,26 +1,40 @@
 """`tracegen stats`: one streaming pass over trace files, then tables or one JSON object.
 
-Lines are read as plain orjson dicts (validating each with pydantic would be several times
-slower); the fields stats uses are checked by hand, so a line that is not a trace is
-reported with FILE:LINE and counted, never a crash. Distributions are kept as value
-counts (latency rounded to the millisecond), so memory stays flat as files grow;
-median and p90 interpolate linearly between closest ranks, like ``numpy.quantile``.
+Each line is decoded straight into `TraceFacts`, a msgspec struct of the few fields stats
+uses (logprobs, most of a trace's bytes, are counted, never built), a block of lines at a
+time. A line that is not a trace (bad JSON, a missing field, a count that is not a whole
+number in 0..2⁶³-1, a score outside [0, 1], a number JSON cannot hold) is reported with
+FILE:LINE and counted, never a crash.
+
+Large files are cut into spans of `SPAN_BYTES` on line boundaries; each span is counted on
+its own (in parallel on every core when there are several) and the counts are merged in
+file order, so the result does not depend on how many processes did the work. Distributions
+are kept as value counts (latency rounded to the millisecond), so memory stays flat as files
+grow; median and p90 interpolate linearly between closest ranks, like ``numpy.quantile``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import itertools
 import math
+import os
+import signal
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_all_start_methods, get_context
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from tracegen.errors import ConfigError, InputFileError, JsonlError
-from tracegen.jsonl import iter_lines
-from tracegen.schema import TRACE_SCHEMA
+from tracegen.jsonl import iter_struct_blocks, line_spans
 
 BY_KEYS = {"mode": "mode", "model": "model", "problem": "problem_id"}
 METRICS = (
@@ -37,99 +51,64 @@ DISTRIBUTIONS = ("score", *METRICS)
 COUNTED = ("parse_failures", "hallucinated_results", "exec_timeouts", "repetition_stops")
 LOGPROBS_STATUSES = ("present", "absent", "not_requested")
 MAX_REPORTED = 20
+SPAN_BYTES = 32 << 20
+"""Files are counted in spans of about this many bytes (the unit of parallel work)."""
+
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class NotATrace(ValueError):
-    """A JSON object that is not a tracegen trace; the message says why."""
+class MetricFacts(msgspec.Struct, gc=False):
+    """The counters of a trace's ``metrics`` that stats reads."""
+
+    think_segments: Count = 0
+    code_blocks: Count = 0
+    executions: Count = 0
+    tool_calls: Count = 0
+    turns: Count = 0
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    latency_s: Seconds = 0.0
+    parse_failures: Count = 0
+    hallucinated_results: Count = 0
+    exec_timeouts: Count = 0
+    repetition_stops: Count = 0
+    parse_strategies: dict[str, Count] = {}
 
 
-def _number(obj: dict[str, Any], key: str, where: str = "") -> float:
-    value = obj.get(key, 0)
-    if type(value) is int or type(value) is float:
-        return value
-    raise NotATrace(f"{where}{key}: expected a number, got {type(value).__name__}")
+class ErrorFacts(msgspec.Struct, gc=False):
+    reason: str
+    kind: str = "?"
 
 
-def _string(obj: dict[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if type(value) is not str:
-        raise NotATrace(f"{key}: missing or not a string")
-    return value
+class Role(msgspec.Struct, gc=False):
+    role: str
 
 
-def _flag(obj: dict[str, Any], key: str) -> bool:
-    value = obj.get(key, False)
-    if type(value) is not bool:
-        raise NotATrace(f"{key}: expected true or false")
-    return value
+class TraceFacts(msgspec.Struct, gc=False):
+    """What stats needs from one trace line; every other field is skipped unread."""
+
+    # `tracegen.schema.TRACE_SCHEMA`, written out: importing the schema imports pydantic.
+    schema: Literal["tracegen.trace/1"]
+    id: str
+    problem_id: str
+    mode: str
+    model: str
+    score: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    success: bool = False
+    is_ideal: bool = False
+    metrics: MetricFacts | None = None
+    error: ErrorFacts | None = None
+    logprobs_status: Literal["present", "absent", "not_requested"] = "not_requested"
+    messages: list[Role] | None = None
+    logprobs: list[msgspec.Raw] | None = None
 
 
-def _dict(obj: dict[str, Any], key: str) -> dict[str, Any]:
-    value = obj.get(key) or {}
-    if type(value) is not dict:
-        raise NotATrace(f"{key}: expected an object")
-    return value
-
-
-def _list(obj: dict[str, Any], key: str) -> list[Any]:
-    value = obj.get(key) or []
-    if type(value) is not list:
-        raise NotATrace(f"{key}: expected a list")
-    return value
-
-
-@dataclass
-class TraceFacts:
-    """What stats needs from one trace line."""
-
-    keys: dict[str, str]
-    success: bool
-    ideal: bool
-    failure: str | None
-    values: dict[str, float]
-    counted: dict[str, float]
-    strategies: dict[str, Any]
-    logprobs_status: str
-    assistant_turns: int
-    turns_with_logprobs: int
-
-
-def read_trace(obj: dict[str, Any]) -> TraceFacts:
-    """The facts of one trace object; `NotATrace` if it is not one."""
-    schema = obj.get("schema")
-    if schema != TRACE_SCHEMA:
-        raise NotATrace(f"not a {TRACE_SCHEMA} record (schema: {schema!r})")
-    keys = {"mode": _string(obj, "mode"), "model": _string(obj, "model")}
-    keys["problem_id"] = _string(obj, "problem_id")
-    _string(obj, "id")
-    metrics = _dict(obj, "metrics")
-    values = {name: _number(metrics, name, "metrics.") for name in METRICS}
-    values["score"] = _number(obj, "score")
-    error = obj.get("error")
-    if error is not None and (type(error) is not dict or type(error.get("reason")) is not str):
-        raise NotATrace("error: expected an object with a reason")
-    status = obj.get("logprobs_status", "not_requested")
-    if status not in LOGPROBS_STATUSES:
-        raise NotATrace(f"logprobs_status: unknown value {status!r}")
-    strategies = _dict(metrics, "parse_strategies")
-    for name in strategies:
-        _number(strategies, name, "metrics.parse_strategies.")
-    try:
-        assistant_turns = sum(m["role"] == "assistant" for m in _list(obj, "messages"))
-    except (TypeError, KeyError):
-        raise NotATrace("messages: expected objects with a role") from None
-    return TraceFacts(
-        keys=keys,
-        success=_flag(obj, "success"),
-        ideal=_flag(obj, "is_ideal"),
-        failure=f"{error.get('kind', '?')}/{error['reason']}" if error else None,
-        values=values,
-        counted={name: _number(metrics, name, "metrics.") for name in COUNTED},
-        strategies=strategies,
-        logprobs_status=status,
-        assistant_turns=assistant_turns,
-        turns_with_logprobs=len(_list(obj, "logprobs")),
-    )
+TRACE_NAME = "tracegen.trace/1 record"
+DECODER = msgspec.json.Decoder(TraceFacts)
+_NO_METRICS = MetricFacts()
+_METRIC_VALUES = attrgetter(*METRICS)
+_COUNTED_VALUES = attrgetter(*COUNTED)
 
 
 @dataclass
@@ -140,18 +119,27 @@ class Group:
     success: int = 0
     ideal: int = 0
     failed: int = 0
-    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DISTRIBUTIONS, 0.0))
+    sums: list[float] = field(default_factory=lambda: [0.0] * len(DISTRIBUTIONS))
 
-    def add(self, facts: TraceFacts) -> None:
+    def add(self, facts: TraceFacts, values: tuple[float, ...]) -> None:
         self.traces += 1
         self.success += facts.success
-        self.ideal += facts.ideal
-        self.failed += facts.failure is not None
-        for name, value in facts.values.items():
-            self.sums[name] += value
+        self.ideal += facts.is_ideal
+        self.failed += facts.error is not None
+        self.sums = [total + value for total, value in zip(self.sums, values, strict=True)]
+
+    def merge(self, other: Group) -> None:
+        self.traces += other.traces
+        self.success += other.success
+        self.ideal += other.ideal
+        self.failed += other.failed
+        self.sums = [a + b for a, b in zip(self.sums, other.sums, strict=True)]
 
     def summary(self) -> dict[str, Any]:
-        mean = {name: _ratio(total, self.traces) for name, total in self.sums.items()}
+        mean = {
+            name: _ratio(total, self.traces)
+            for name, total in zip(DISTRIBUTIONS, self.sums, strict=True)
+        }
         return {
             "traces": self.traces,
             "success": self.success,
@@ -185,20 +173,44 @@ class Stats:
     groups: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
 
     def add(self, facts: TraceFacts) -> None:
-        self.total.add(facts)
-        self.problems[facts.keys["problem_id"]].add(facts)
+        metrics = facts.metrics or _NO_METRICS
+        values = (facts.score, *_METRIC_VALUES(metrics))
+        self.total.add(facts, values)
+        self.problems[facts.problem_id].add(facts, values)
         if self.by is not None:
-            self.groups[facts.keys[BY_KEYS[self.by]]].add(facts)
-        if facts.failure is not None:
-            self.failures[facts.failure] += 1
-        for name, value in facts.values.items():
-            self.distributions[name][round(value, 3) if name == "latency_s" else value] += 1
-        self.counted.update(facts.counted)
-        self.traces_with_hallucinations += facts.counted["hallucinated_results"] > 0
-        self.strategies.update(facts.strategies)
+            self.groups[getattr(facts, BY_KEYS[self.by])].add(facts, values)
+        if facts.error is not None:
+            self.failures[f"{facts.error.kind}/{facts.error.reason}"] += 1
+        *rest, latency = values
+        for counts, value in zip(
+            self.distributions.values(), (*rest, round(latency, 3)), strict=True
+        ):
+            counts[value] += 1
+        for name, value in zip(COUNTED, _COUNTED_VALUES(metrics), strict=True):
+            self.counted[name] += value
+        self.traces_with_hallucinations += metrics.hallucinated_results > 0
+        for strategy, n in metrics.parse_strategies.items():
+            self.strategies[strategy] += n
         self.logprobs[facts.logprobs_status] += 1
-        self.assistant_turns += facts.assistant_turns
-        self.turns_with_logprobs += facts.turns_with_logprobs
+        self.assistant_turns += sum(m.role == "assistant" for m in facts.messages or ())
+        self.turns_with_logprobs += len(facts.logprobs or ())
+
+    def merge(self, other: Stats) -> None:
+        """Add the counts of ``other`` (of lines read after these)."""
+        self.malformed += other.malformed
+        self.total.merge(other.total)
+        for mine, theirs in ((self.problems, other.problems), (self.groups, other.groups)):
+            for key, group in theirs.items():
+                mine[key].merge(group)
+        self.failures.update(other.failures)
+        for name, counts in other.distributions.items():
+            self.distributions[name].update(counts)
+        self.counted.update(other.counted)
+        self.traces_with_hallucinations += other.traces_with_hallucinations
+        self.strategies.update(other.strategies)
+        self.logprobs.update(other.logprobs)
+        self.assistant_turns += other.assistant_turns
+        self.turns_with_logprobs += other.turns_with_logprobs
 
     def to_json(self) -> dict[str, Any]:
         total = self.total
@@ -241,7 +253,7 @@ def _problem_row(group: Group) -> dict[str, Any]:
         "traces": group.traces,
         "success": group.success,
         "success_rate": _ratio(group.success, group.traces),
-        "mean_score": _ratio(group.sums["score"], group.traces),
+        "mean_score": _ratio(group.sums[0], group.traces),
     }
 
 
@@ -308,41 +320,114 @@ def expand_files(patterns: Iterable[str]) -> list[Path]:
     return list(seen)
 
 
-class _Reporter:
-    """Counts bad lines, prints the first few as FILE:LINE on stderr; fatal when strict."""
+@dataclass
+class _Part:
+    """The counts of one span of a file, with the first bad lines (numbered within it)."""
 
-    def __init__(self, stats: Stats, strict: bool) -> None:
-        self.stats = stats
-        self.strict = strict
-
-    def __call__(self, err: JsonlError) -> None:
-        if self.strict:
-            raise err
-        self.stats.malformed += 1
-        if self.stats.malformed <= MAX_REPORTED:
-            print(f"tracegen: warning: {err}", file=sys.stderr)
-
-    def finish(self) -> None:
-        hidden = self.stats.malformed - MAX_REPORTED
-        if hidden > 0:
-            print(f"tracegen: warning: … and {hidden} more malformed lines", file=sys.stderr)
+    stats: Stats
+    lines: int = 0
+    bad: list[tuple[int, str]] = field(default_factory=list)
 
 
-def collect(paths: list[Path], *, by: str | None = None, strict: bool = False) -> Stats:
-    """Read every line of ``paths`` once and count."""
+class _Stop(Exception):
+    """The first bad line of a span read with --strict: no need to read on."""
+
+
+def _count_span(path: Path, span: tuple[int, int | None], by: str | None, strict: bool) -> _Part:
+    part = _Part(Stats(by=by))
+
+    def bad_line(lineno: int, reason: str) -> None:
+        part.stats.malformed += 1
+        if len(part.bad) < MAX_REPORTED:
+            part.bad.append((lineno, reason))
+        if strict:
+            raise _Stop
+
+    add = part.stats.add
+    blocks = iter_struct_blocks(path, DECODER, on_error=bad_line, name=TRACE_NAME, span=span)
+    try:
+        for lines, traces in blocks:
+            for facts in traces:
+                add(facts)
+            part.lines += lines
+    except _Stop:
+        pass
+    return part
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _parts(
+    jobs: list[tuple[Path, tuple[int, int | None]]], by: str | None, strict: bool, workers: int
+) -> Generator[_Part, None, None]:
+    """The counts of each span, in order: here, or on ``workers`` processes."""
+    if workers <= 1 or len(jobs) <= 1:
+        for path, span in jobs:
+            yield _count_span(path, span, by, strict)
+        return
+    context = get_context("fork") if "fork" in get_all_start_methods() else None
+    pool = ProcessPoolExecutor(
+        min(workers, len(jobs)), mp_context=context, initializer=_ignore_interrupts
+    )
+    try:
+        n = len(jobs)
+        yield from pool.map(_count_span, *zip(*jobs, strict=True), [by] * n, [strict] * n)
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def collect(
+    paths: list[Path], *, by: str | None = None, strict: bool = False, workers: int | None = None
+) -> Stats:
+    """Read every line of ``paths`` once and count, on ``workers`` processes (default: one
+    per core, when the files are large enough to be cut into several spans). The result is
+    the same whatever the number of processes."""
     if by is not None and by not in BY_KEYS:
         raise ConfigError(f"--by: expected one of {', '.join(BY_KEYS)}, got {by!r}")
     stats = Stats(by=by, files=[str(p) for p in paths])
-    report = _Reporter(stats, strict)
-    for path in paths:
-        for lineno, obj in iter_lines(path, on_error=report):
-            try:
-                facts = read_trace(obj)
-            except NotATrace as e:
-                report(JsonlError(f"{path}:{lineno}: not a trace: {e}"))
-                continue
-            stats.add(facts)
-    report.finish()
+    spans = [line_spans(path, SPAN_BYTES) for path in paths]
+    jobs = [(path, span) for path, cuts in zip(paths, spans, strict=True) for span in cuts]
+    workers = _cores() if workers is None else workers
+    reported = 0
+    with contextlib.closing(_parts(jobs, by, strict, workers)) as parts:
+        for path, cuts in zip(paths, spans, strict=True):
+            before = 0
+            for part in itertools.islice(parts, len(cuts)):
+                for lineno, reason in part.bad:
+                    err = JsonlError(f"{path}:{before + lineno}: {reason}")
+                    if strict:
+                        raise err
+                    if reported < MAX_REPORTED:
+                        print(f"tracegen: warning: {err}", file=sys.stderr)
+                        reported += 1
+                before += part.lines
+                stats.merge(part.stats)
+    hidden = stats.malformed - reported
+    if hidden > 0:
+        print(f"tracegen: warning: … and {hidden} more malformed lines", file=sys.stderr)
     if stats.total.traces == 0 and stats.malformed == 0:
         raise InputFileError(f"{', '.join(map(str, paths))}: holds no traces")
     return stats
+
+
+def stats_command(
+    *, files: list[str], json_out: bool = False, by: str | None = None, strict: bool = False
+) -> None:
+    """Print the statistics of ``files`` as tables, or as one JSON object with ``--json``."""
+    stats = collect(expand_files(files), by=by, strict=strict)
+    data = stats.to_json()
+    if json_out:
+        # msgspec writes integers of any size: counts summed over many lines may pass 2⁶⁴.
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(data), indent=2).decode() + "\n")
+        return
+    from tracegen.views.stats_table import print_stats
+
+    print_stats(data, stats.distributions)

@@ -1,17 +1,18 @@
-"""The terminal view of `tracegen stats`: rich tables and small bar charts."""
+"""The terminal view of `tracegen stats`: rich tables and small bar charts.
+
+It draws what `Stats.to_json` says (and the value counts behind its histograms), so it
+knows nothing of how traces are read; `tracegen stats --json` never imports it.
+"""
 
 from __future__ import annotations
 
 import math
-import sys
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
-import orjson
 from rich.console import Console
 from rich.table import Table
-
-from tracegen.views.stats import Stats, collect, expand_files
 
 BARS = "▁▂▃▄▅▆▇█"
 HISTOGRAM_BINS = 12
@@ -82,7 +83,7 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
-def _distributions(stats: Stats, data: dict[str, Any]) -> Table:
+def _distributions(data: dict[str, Any], counts: Mapping[str, Counter[float]]) -> Table:
     table = Table(title="Distributions (every trace)", title_justify="left")
     table.add_column("metric", style="bold")
     for name in ("mean", "median", "p90", "max"):
@@ -95,7 +96,7 @@ def _distributions(stats: Stats, data: dict[str, Any]) -> Table:
             num(d["median"]),
             num(d["p90"]),
             num(d["max"]),
-            histogram(stats.distributions[name]),
+            histogram(counts[name]),
         )
     return table
 
@@ -166,27 +167,20 @@ def _groups(by: dict[str, Any]) -> Table:
     return table
 
 
-def print_stats(stats: Stats, console: Console | None = None) -> None:
-    """Print every table of ``stats``."""
+def print_stats(
+    data: dict[str, Any],
+    distributions: Mapping[str, Counter[float]],
+    console: Console | None = None,
+) -> None:
+    """Print every table of ``data`` (`Stats.to_json`); ``distributions`` are the value
+    counts its histograms are drawn from."""
     if console is None:
         console = Console(highlight=False)
         if not console.is_terminal:
             console.width = PIPE_WIDTH
-    data = stats.to_json()
     console.print(_summary(data))
-    console.print(_distributions(stats, data))
+    console.print(_distributions(data, distributions))
     console.print(_tools(data))
     console.print(_problems(data))
     if "by" in data:
         console.print(_groups(data["by"]))
-
-
-def stats_command(
-    *, files: list[str], json_out: bool = False, by: str | None = None, strict: bool = False
-) -> None:
-    """Print the statistics of ``files`` as tables, or as one JSON object with ``--json``."""
-    stats = collect(expand_files(files), by=by, strict=strict)
-    if json_out:
-        sys.stdout.write(orjson.dumps(stats.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    print_stats(stats)

@@ -1,44 +1,65 @@
-"""`tracegen verify`: every solution of a file run in the sandbox, shown as a table."""
+"""`tracegen verify`: every solution of a file run in the sandbox, verdicts streamed.
+
+The file is read twice: once to check every line (a bad one is an error naming FILE:LINE
+before anything runs), then lazily while the solutions run, at most `IN_FLIGHT` per
+sandbox worker at a time. Each verdict comes out in file order as soon as those before it
+are done: a row on the terminal, a line with ``--json`` or in ``-o``. Memory stays flat
+however many solutions the file holds.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast, get_args
 
 from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
+from rich.text import Text
 
 from tracegen.errors import ConfigError, OutputError
-from tracegen.grading.verify import Solution, Verdict, read_solutions, verify_one
-from tracegen.jsonl import JsonlWriter, dumps
+from tracegen.grading.verify import Solution, Verdict, check_solutions, iter_solutions, verify_one
+from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.sandbox.base import IsolationChoice
 
+IN_FLIGHT = 4
+"""Solutions started per sandbox worker before the oldest one's verdict is awaited."""
+_ID_WIDTH = 40
 _DETAIL_WIDTH = 60
+_STATUS_WIDTH = len("output-limit")
 _STATUS_STYLE = {"ok": "green", "failed": "red", "error": "red", "timeout": "yellow"}
 
+Emit = Callable[[Verdict], None]
 
-async def _verify_all(
-    solutions: list[Solution], isolation: IsolationChoice, stderr: Console
-) -> list[Verdict]:
+
+async def _verify_stream(
+    solutions: Iterator[Solution],
+    isolation: IsolationChoice,
+    warn: Callable[[str], None],
+    emit: Emit,
+) -> None:
+    """Run ``solutions``, a bounded number at a time; ``emit`` each verdict in file order."""
     from tracegen.sandbox import Sandbox
 
     async with Sandbox(isolation=isolation) as sandbox:
         if sandbox.warning:
-            stderr.print(f"[yellow]warning:[/] {sandbox.warning}")
-        with Progress(console=stderr, transient=True) as progress:
-            task = progress.add_task("verifying", total=len(solutions))
-
-            async def one(solution: Solution) -> Verdict:
-                verdict = await verify_one(solution, sandbox)
-                progress.advance(task)
-                return verdict
-
-            return list(await asyncio.gather(*(one(s) for s in solutions)))
+            warn(sandbox.warning)
+        window = IN_FLIGHT * sandbox.concurrency
+        pending: deque[asyncio.Task[Verdict]] = deque()
+        try:
+            for solution in solutions:
+                pending.append(asyncio.create_task(verify_one(solution, sandbox)))
+                if len(pending) >= window:
+                    emit(await pending.popleft())
+            while pending:
+                emit(await pending.popleft())
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _detail(verdict: Verdict) -> str:
@@ -46,29 +67,68 @@ def _detail(verdict: Verdict) -> str:
     failure = next((t for t in verdict.tests if not t.passed), None)
     text = verdict.error or (failure and (failure.error or failure.name)) or ""
     line = text.splitlines()[0] if text else ""
-    return line if len(line) <= _DETAIL_WIDTH else line[: _DETAIL_WIDTH - 1] + "…"
+    return _fit(line, _DETAIL_WIDTH)
 
 
-def _table(verdicts: list[Verdict]) -> Table:
-    table = Table()
-    table.add_column("problem", style="bold")
-    table.add_column("passed", justify="right", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("detail")
-    for v in verdicts:
-        style = _STATUS_STYLE.get(v.status, "magenta")
-        table.add_row(v.problem_id, f"{v.passed}/{v.total}", f"[{style}]{v.status}[/]", _detail(v))
-    return table
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _summary(verdicts: list[Verdict]) -> str:
-    """``"3 solutions: 2 passed, 1 failed (failed 1)"``: statuses other than ok counted."""
-    ok = sum(v.status == "ok" for v in verdicts)
-    others = Counter(v.status for v in verdicts if v.status != "ok")
-    line = f"{len(verdicts)} solutions: {ok} passed, {len(verdicts) - ok} failed"
-    if others:
-        line += " (" + ", ".join(f"{status} {n}" for status, n in others.most_common()) + ")"
-    return line
+class _Rows:
+    """Verdicts as aligned rows (problem, passed, status, detail), printed as they come."""
+
+    def __init__(self, console: Console, problem_ids: Iterator[str]) -> None:
+        self.console = console
+        self.width = min(_ID_WIDTH, max((len(i) for i in problem_ids), default=7))
+
+    def header(self) -> None:
+        columns = ("problem".ljust(self.width), " passed", "status".ljust(_STATUS_WIDTH), "detail")
+        self.console.print(Text("  ".join(columns), style="bold"), soft_wrap=True)
+
+    def add(self, v: Verdict) -> None:
+        row = Text.assemble(
+            (_fit(v.problem_id, self.width).ljust(self.width), "bold"),
+            "  ",
+            f"{v.passed}/{v.total}".rjust(7),
+            "  ",
+            (v.status.ljust(_STATUS_WIDTH), _STATUS_STYLE.get(v.status, "magenta")),
+            "  ",
+            _detail(v),
+        )
+        self.console.print(row, soft_wrap=True)
+
+
+class _Tally:
+    """Counts of statuses, for the closing line."""
+
+    def __init__(self) -> None:
+        self.statuses: Counter[str] = Counter()
+
+    def add(self, verdict: Verdict) -> None:
+        self.statuses[verdict.status] += 1
+
+    def summary(self) -> str:
+        """``"3 solutions: 2 passed, 1 failed (failed 1)"``: statuses other than ok counted."""
+        total = sum(self.statuses.values())
+        ok = self.statuses["ok"]
+        line = f"{total} solutions: {ok} passed, {total - ok} failed"
+        others = [(s, n) for s, n in self.statuses.most_common() if s != "ok"]
+        if others:
+            line += " (" + ", ".join(f"{status} {n}" for status, n in others) + ")"
+        return line
+
+
+def _open_output(output: Path, warn: Callable[[str], None]) -> JsonlWriter:
+    """A writer replacing ``output``; a FIFO or a device is written as it is, with a warning."""
+    warning = special_file_warning(output)
+    if warning is not None:
+        warn(warning)
+    else:
+        try:
+            output.unlink(missing_ok=True)
+        except OSError as e:
+            raise OutputError(f"{output}: cannot replace it: {e.strerror}") from None
+    return JsonlWriter(output)
 
 
 def verify_command(
@@ -78,21 +138,33 @@ def verify_command(
     if sandbox not in get_args(IsolationChoice):
         raise ConfigError(f"--sandbox must be auto, bwrap or rlimit, not {sandbox!r}")
     by_id = {p.id: p for p in load_problems(problems)}
-    todo = read_solutions(solutions, by_id, problems)
-    stdout, stderr = Console(), Console(stderr=True)
-    verdicts = asyncio.run(_verify_all(todo, cast(IsolationChoice, sandbox), stderr))
-    if output is not None:
-        try:
-            output.unlink(missing_ok=True)
-        except OSError as e:
-            raise OutputError(f"{output}: cannot replace it: {e.strerror}") from None
-        with JsonlWriter(output) as writer:
-            for verdict in verdicts:
-                writer.write(verdict)
-    if json_out:
-        for verdict in verdicts:
+    check_solutions(solutions, by_id, problems)
+    stdout, stderr = Console(), Console(stderr=True, highlight=False)
+
+    def warn(message: str) -> None:
+        stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
+
+    writer = _open_output(output, warn) if output is not None else None
+    tally = _Tally()
+    rows = None if json_out else _Rows(stdout, iter(by_id))
+    if rows is not None:
+        rows.header()
+
+    def emit(verdict: Verdict) -> None:
+        tally.add(verdict)
+        if writer is not None:
+            writer.write(verdict)
+        if rows is not None:
+            rows.add(verdict)
+        else:
             sys.stdout.buffer.write(dumps(verdict))
-        sys.stdout.buffer.flush()
-        return
-    stdout.print(_table(verdicts))
-    stdout.print(_summary(verdicts))
+            sys.stdout.buffer.flush()
+
+    todo = iter_solutions(solutions, by_id, problems)
+    try:
+        asyncio.run(_verify_stream(todo, cast(IsolationChoice, sandbox), warn, emit))
+    finally:
+        if writer is not None:
+            writer.close()
+    if rows is not None:
+        stdout.print(tally.summary())

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from tracegen.rawlines import iter_raw
+from tracegen.jsonl import iter_raw_lines_at
 from tracegen.schema import TRACE_SCHEMA
 
 OUTCOMES = ("ideal", "success", "failed", "error")
@@ -178,7 +178,7 @@ def collect_facts(paths: list[Path], sample_size: int, seed: int = 0) -> ReportF
     facts = ReportFacts(sample_size=sample_size)
     rng = random.Random(seed)
     for file_index, path in enumerate(paths):
-        for _, offset, raw in iter_raw(path):
+        for _, offset, raw in iter_raw_lines_at(path):
             try:
                 line = _DECODER.decode(raw)
             except msgspec.DecodeError:

@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 
 from tracegen.errors import JsonlError
-from tracegen.jsonl import validate
-from tracegen.rawlines import open_binary
+from tracegen.jsonl import open_binary, validate
 from tracegen.schema import ChatMessage, Trace
 from tracegen.views.report.facts import Position, failure_kind, outcome
 

@@ -1,0 +1,72 @@
+"""What the benchmarks share: the previous release checked out beside this one, and a
+child process measured for wall time, CPU time and peak memory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PREVIOUS = "3fdc947"
+"""The commit of the previous release, measured side by side with this checkout."""
+
+MEASURE = """
+import resource, subprocess, sys, time
+start = time.perf_counter()
+code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+elapsed = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(code, elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+
+
+def measure(argv: list[str], env: dict[str, str] | None = None) -> Run:
+    """Run ``argv`` to completion in a fresh wrapper process (so peak RSS, the largest of
+    any process it started, is its own) and say what it took."""
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    if out[0] != "0":
+        raise SystemExit(f"{' '.join(argv)} failed with exit status {out[0]}")
+    return Run(float(out[1]), float(out[2]), int(out[3]) / 1024)
+
+
+def tracegen(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tracegen", *args]
+
+
+@contextlib.contextmanager
+def previous_release() -> Iterator[dict[str, str] | None]:
+    """An environment in which ``python -m tracegen`` runs the previous release: a temporary
+    git worktree of `PREVIOUS` first on ``PYTHONPATH``, removed afterwards. ``None`` when
+    this is not a git checkout that has the commit."""
+    tmp = Path(tempfile.mkdtemp(prefix="tracegen-previous-"))
+    added = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tmp), PREVIOUS],
+        capture_output=True,
+        check=False,
+    )
+    try:
+        yield {**os.environ, "PYTHONPATH": str(tmp / "src")} if added.returncode == 0 else None
+    finally:
+        if added.returncode == 0:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp)],
+                capture_output=True,
+                check=False,
+            )
+        shutil.rmtree(tmp, ignore_errors=True)
