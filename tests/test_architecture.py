@@ -30,10 +30,11 @@ LAYERS: dict[str, int] = {
     "export": 4,
     "views": 4,
     "cli": 5,
-    "__init__": 6,
+    "__init__": 0,
     "__main__": 6,
 }
-"""Each top-level module or package of tracegen and its layer: a module may import from its
+"""Each top-level module or package of tracegen and its layer (the package's own
+``__init__`` holds only the version, so anything may read it): a module may import from its
 own layer's packages (without cycles) and from layers below, never from a layer above."""
 
 
