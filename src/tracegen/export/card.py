@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,6 +18,7 @@ import msgspec
 import orjson
 import yaml
 
+from tracegen import __version__
 from tracegen.export.lines import decode_trace
 from tracegen.export.sidecar import read_steps
 from tracegen.jsonl import iter_raw_lines_at
@@ -258,7 +258,7 @@ def render_card(
         "",
         "## Provenance",
         "",
-        f"- converted with tracegen {version('tracegen')} from `{source_path}` "
+        f"- converted with tracegen {__version__} from `{source_path}` "
         f"({source.traces:,} traces, {source.success:,} successful "
         f"({_rate(source.success, source.traces)}), {source.ideal:,} ideal "
         f"({_rate(source.ideal, source.traces)}))",

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
+from tracegen import __version__
 from tracegen.errors import ConfigError, InputFileError, OutputError
 from tracegen.export.convert import replacing
 from tracegen.export.sidecar import CURATION_SCHEMA, read_steps, sidecar_path
@@ -22,7 +22,7 @@ def step(name: str, source: Path, **details: Any) -> dict[str, Any]:
     return {
         "step": name,
         "input": str(source),
-        "tracegen": version("tracegen"),
+        "tracegen": __version__,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         **details,
     }

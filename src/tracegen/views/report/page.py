@@ -6,13 +6,13 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from html import escape
 from importlib import resources
-from importlib.metadata import version
 from pathlib import Path
 from string import Template
 from typing import Any
 
 import orjson
 
+from tracegen import __version__
 from tracegen.views.report.facts import Rates, ReportFacts
 from tracegen.views.report.svg import Series, columns, hbars, histogram, percent
 from tracegen.views.stats import Stats
@@ -320,7 +320,7 @@ def render_page(
     created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     names = [Path(f).name for f in data["files"]]
     files = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
-    meta = f"{files} · {num(data['traces'])} traces · tracegen {version('tracegen')} · {created}"
+    meta = f"{files} · {num(data['traces'])} traces · tracegen {__version__} · {created}"
     note = (
         f"{len(sample):,} of {data['traces']:,} traces are embedded for browsing"
         f" (a random sample of at most {facts.sample_size:,}, shared evenly among each mode's"
