@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from tests.support.traces import MODES, every_mode_and_failure, write
+from tracegen.schema import TokenRequest
 from tracegen.views.report.build import build_report
 from tracegen.views.report.facts import outcome
 
@@ -141,3 +142,21 @@ def test_bad_report_input_is_one_line_and_exit_2(
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_token_id_coverage_counts_tokens_and_requests_that_carry_ids(tmp_path: Path) -> None:
+    traces = every_mode_and_failure()
+    first = traces[0]
+    turn = first.logprobs[0]
+    tokens = [t.model_copy(update={"id": 100 + i}) for i, t in enumerate(turn.tokens)]
+    request = TokenRequest(message_index=2, prompt_ids=[1, 2, 3], completion_ids=[100, 101])
+    traces[0] = first.model_copy(
+        update={
+            "logprobs": [turn.model_copy(update={"tokens": tokens})],
+            "token_requests": [request],
+        }
+    )
+    all_tokens = sum(len(t.tokens) for trace in traces for t in trace.logprobs)
+    page = build_report([str(write(tmp_path / "t.jsonl", traces))])
+    assert f"tokens with a token id: {len(tokens)}/{all_tokens}" in page
+    assert "1 traces record prompt and completion ids per request" in page

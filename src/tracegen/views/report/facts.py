@@ -53,6 +53,7 @@ class _Line(msgspec.Struct):
     verdict: _Verdict | None = None
     error: _Error | None = None
     logprobs: list[_Turn] = []
+    token_requests: list[msgspec.Raw] = []
 
 
 _DECODER = msgspec.json.Decoder(_Line)
@@ -123,6 +124,7 @@ class ReportFacts:
     turns_by_index: Counter[int] = field(default_factory=Counter)
     tokens: int = 0
     tokens_with_id: int = 0
+    traces_with_token_requests: int = 0
     strata: dict[tuple[str, str], Reservoir] = field(default_factory=dict)
 
     def add(self, line: _Line, position: Position, rng: random.Random) -> None:
@@ -135,6 +137,7 @@ class ReportFacts:
         kind = failure_kind(line.success, error, status)
         if kind:
             self.failure_kinds[kind] += 1
+        self.traces_with_token_requests += bool(line.token_requests)
         for index, turn in enumerate(line.logprobs):
             tokens = turn.tokens
             self.tokens += len(tokens)

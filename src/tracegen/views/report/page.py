@@ -183,8 +183,16 @@ def _logprobs(data: dict[str, Any], facts: ReportFacts) -> str:
         fmt=percent,
     )
     id_share = ids / facts.tokens if facts.tokens else 0.0
+    requests = facts.traces_with_token_requests
     coverage_chart += hbars(
-        [("tokens with a token id", id_share, f"{ids:,} of {facts.tokens:,} tokens")],
+        [
+            ("tokens with a token id", id_share, f"{ids:,} of {facts.tokens:,} tokens"),
+            (
+                "traces with request token ids",
+                requests / traces,
+                f"{requests:,} traces record prompt and completion ids per request",
+            ),
+        ],
         title="token id coverage",
         color=WARM,
         high=1.0,
