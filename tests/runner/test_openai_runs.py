@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from tests.fake_ollama import FakeOllama
-from tests.runner.conftest import read, solver
 from tests.support.fake_model import END_OF_TURN, Reply
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.runs import read, solver
 
 CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(1 + 2)"}}</tool_call>'
 SOLUTION = "def add(a, b):\n    return a + b\n"
