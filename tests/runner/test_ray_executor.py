@@ -47,7 +47,7 @@ def test_a_ray_run_writes_what_a_local_run_writes_within_each_hosts_limit(
         args = ray_args(workspace, [a, b], ray_cluster, "--num-samples", "2", "--concurrency", "2")
         result = tracegen(args)
         assert result.returncode == 0, result.stderr
-        assert (a.max_in_flight, b.max_in_flight) == (2, 2)
+        assert 1 <= a.max_in_flight <= 2 and 1 <= b.max_in_flight <= 2  # --concurrency holds
         sessions = [h.get("x-session-id") for h in chats(a) + chats(b)]
     ids = sorted(r["id"] for r in read(workspace.out) + read(workspace.rejects))
     assert ids == sorted(r["id"] for r in read(local.out) + read(local.rejects))
