@@ -98,6 +98,8 @@ async def _run(settings: RunSettings) -> int:
                 warn=reporter.warn,
                 continues_message=mode.continues_message,
             )
+            if pool.kind is not None:  # what --backend auto found: workers elsewhere use it
+                settings = settings.model_copy(update={"backend": pool.kind})
             try:
                 status = await executor(settings, plan, files, pool, stats, reporter).execute()
             finally:

@@ -135,6 +135,7 @@ async def open_pool(
         for h in settings.hosts
     ]
     pool = HostPool(backends, limit=settings.concurrency)
+    pool.kind = kind
     try:
         for backend in backends if continues_message else ():
             if backend.host in found:

@@ -68,6 +68,8 @@ class HostPool:
         self.hosts = [HostState(b) for b in backends]
         self.model = backends[0].model
         self.capabilities = backends[0].capabilities
+        self.kind: str | None = None
+        """The backend kind (``--backend``) its hosts were found to be, once known."""
         self.limit = limit
         self.failures_to_bench = failures_to_bench
         self.bench_s = bench_s
