@@ -120,6 +120,7 @@ def test_forged_solutions_fail_through_tracegen_verify(shared_dir: Path, isolati
     assert set(passing) == gaps, passing
 
 
+@pytest.mark.slow
 def test_a_model_that_answers_with_forgeries_gets_failing_traces(tmp_path: Path) -> None:
     tasks = {"honest": HONEST, **{n: c for n, c in FORGERIES.items() if n not in RLIMIT_GAPS}}
     rows = [
