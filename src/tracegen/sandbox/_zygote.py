@@ -685,14 +685,15 @@ def _serve_judge(sock: socket.socket) -> None:
 
 def main(config: dict[str, Any]) -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    # Processes of the same uid (a candidate when not running as root) cannot debug us.
-    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # for the children: a write fails instead
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     confine = config.get("confine") or {}
     if confine.get("namespaces"):
         user = confine["namespaces"] == "user"
         _confine.enter_namespaces(user=user, tmpfs=config["workbase"])
+    # Processes of the same uid (a candidate when not running as root) cannot debug us; only
+    # now: a process that is not dumpable cannot write its own uid_map.
+    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     for name in PRELOAD:
         __import__(name)
     if config["drop"]:
