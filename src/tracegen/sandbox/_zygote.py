@@ -23,13 +23,11 @@ import contextlib
 import ctypes
 import fcntl
 import gc
-import hmac
 import importlib
 import importlib.machinery
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import struct
@@ -164,6 +162,25 @@ def reroot_imports(old: str, new: str) -> list[str]:
                 locations[:] = [_reroot(p, old, new) for p in locations]
                 packages.update(dict.fromkeys(locations))
     return list(packages)
+
+
+def _remove_tree(path: str) -> None:
+    """``shutil.rmtree(path, ignore_errors=True)`` without importing shutil (and with it
+    lzma, bz2 and zlib, whose mappings every fork would copy)."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def _high_fd(fd: int) -> int:
@@ -554,7 +571,7 @@ class Zygote:
             os.waitpid(judge.pid, 0)
         self._unwatch(judge.sock.fileno())
         judge.sock.close()
-        shutil.rmtree(judge.workdir, ignore_errors=True)
+        _remove_tree(judge.workdir)
 
     # ---------------------------------------------------------------- ending executions
 
@@ -632,7 +649,7 @@ class Zygote:
         try:
             os.rmdir(run.workdir)
         except OSError:
-            shutil.rmtree(run.workdir, ignore_errors=True)
+            _remove_tree(run.workdir)
         status = run.status
         assert status is not None
         exited, code = os.WIFEXITED(status), os.WEXITSTATUS(status)
@@ -672,10 +689,13 @@ def main(config: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     confine = config.get("confine") or {}
     if confine.get("namespaces"):
-        _confine.enter_namespaces(user=confine["namespaces"] == "user")
+        user = confine["namespaces"] == "user"
+        _confine.enter_namespaces(user=user, tmpfs=config["workbase"])
+    # Processes of the same uid (a candidate when not running as root) cannot debug us; only
+    # now: a process that is not dumpable cannot write its own uid_map.
+    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     for name in PRELOAD:
         __import__(name)
-    hmac.new(b"warm", b"up", "sha256").hexdigest()  # OpenSSL's lazy set-up, done once here
     if config["drop"]:
         os.chmod(config["workbase"], 0o711)
     sock = socket.socket(fileno=config["fd"])

@@ -349,20 +349,20 @@ class Sandbox:
             setup = f"{problem.setup}\n" if problem.setup else ""
             return await self.run_code(setup + code)
         candidate = {"setup": problem.setup, "code": code, "entry_point": problem.entry_point}
-        judge = {
+        judged = {
             "setup": problem.setup,
             "entry_point": problem.entry_point,
             "tests": [
                 t.model_dump(include={"name", "kind", "args", "kwargs", "code"}) for t in tests
             ],
         }
-        raw = await self._execute("tests", orjson.dumps(candidate), judge)
-        return _judge(raw, tests)
+        raw = await self._execute("tests", orjson.dumps(candidate), judged)
+        return _exec_result(raw, tests)
 
     async def run_code(self, code: str) -> ExecResult:
         """Run a script and capture its output; ``tests`` stays empty."""
         raw = await self._execute("code", None, {"code": code})
-        return _judge(raw, None)
+        return _exec_result(raw, None)
 
     async def _ensure_zygote(self) -> _Zygote:
         async with self._zygote_lock:
@@ -560,7 +560,7 @@ def _memory_error(report: _Report) -> bool:
     return any(e is not None and e.startswith("MemoryError") for e in errors)
 
 
-def _judge(raw: _Raw, tests: list[TestCase] | None) -> ExecResult:
+def _exec_result(raw: _Raw, tests: list[TestCase] | None) -> ExecResult:
     ended_by_us = raw.killed_by_cleanup and raw.judge == "done"
     result = ExecResult(
         status="error",

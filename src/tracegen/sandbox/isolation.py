@@ -46,7 +46,7 @@ if result is not None:
 def take_uid() -> int:
     """An unprivileged uid no other execution of any live tracegen process is using."""
     if not _free_slots:
-        raise SandboxError(f"more than {UIDS_PER_PROCESS} executions at once in one process")
+        raise SandboxError(f"more than {UIDS_PER_PROCESS - 1} executions at once in one process")
     return UID_BASE + os.getpid() * UIDS_PER_PROCESS + _free_slots.pop()
 
 
