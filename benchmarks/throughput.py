@@ -170,7 +170,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer episodes")
     parser.add_argument("--case", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
     parser.add_argument("--server", choices=("ollama", "openai"), default="ollama")
-    parser.add_argument("--server", choices=("ollama", "openai"), default="ollama")
     args = parser.parse_args()
     if args.case:
         url, n, c = args.case

@@ -57,7 +57,6 @@ def backend_for(
         "timeout_s": settings.request_timeout_s if timeout_s is None else timeout_s,
         "max_attempts": settings.max_attempts if max_attempts is None else max_attempts,
         "retry_initial_s": settings.retry_initial_s,
-        "max_connections": settings.concurrency,
         "on_retry": on_retry,
     }
     if server is not None:

@@ -1,8 +1,8 @@
 """The one HTTP transport every server backend shares: connections, retries, typed errors.
 
 A backend subclasses `HttpBackend` and only describes requests and reads answers. This base
-owns the pooled `httpx.AsyncClient` (one connection per in-flight request at most, each
-returned to the pool because every stream is read to its end), bounded retries with
+owns the `httpx.AsyncClient` (one kept-alive connection per in-flight request, see
+`tracegen.llm.lanes`; each goes back to its lane because every stream is read to its end), bounded retries with
 back-off that honours ``Retry-After``, and the mapping of transport faults and HTTP statuses
 to `tracegen.errors`:
 
@@ -59,6 +59,7 @@ from tracegen.errors import (
     ServerError,
 )
 from tracegen.llm.base import SESSION_ID, RetryListener, ServerInfo
+from tracegen.llm.lanes import Lanes
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -86,7 +87,6 @@ class HttpBackend:
         max_retry_s: float = 120.0,
         retry_initial_s: float = 1.0,
         retry_max_s: float = 30.0,
-        max_connections: int = 32,
         on_retry: RetryListener | None = None,
         server: ServerInfo | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -110,11 +110,8 @@ class HttpBackend:
         self._client = httpx.AsyncClient(
             base_url=url,
             headers=headers,
-            transport=transport,
+            transport=transport or Lanes(url),
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
         )
 
     def __repr__(self) -> str:

@@ -86,7 +86,7 @@ class OllamaBackend(HttpBackend):
     # ------------------------------------------------------------ request bodies
 
     def _base_body(self, request: ChatRequest) -> Json:
-        body: Json = {"model": self.model, "stream": True}
+        body: Json = {"model": self.model, "stream": False}
         o = request.options
         options = {
             "temperature": o.temperature,
