@@ -2,9 +2,9 @@
 
 A backend subclasses `HttpBackend` and only describes requests and reads answers. This base
 owns the `httpx.AsyncClient` (one kept-alive connection per in-flight request, see
-`tracegen.llm.lanes`; each goes back to its lane because every stream is read to its end), bounded retries with
-back-off that honours ``Retry-After``, and the mapping of transport faults and HTTP statuses
-to `tracegen.errors`:
+`tracegen.llm.lanes`; each goes back to its lane because every body is read to its end),
+bounded retries with back-off that honours ``Retry-After``, and the mapping of transport
+faults and HTTP statuses to `tracegen.errors`:
 
 ======================  ===================  =========
 what happened           error                retried
@@ -162,12 +162,15 @@ class HttpBackend:
         return await retrying(once)
 
     async def get_json(self, path: str, *, model: str | None = None) -> Json:
-        return await self.retrying(lambda: self._json("GET", path, None, model))
+        return await self.retrying(lambda: self.request_json("GET", path, None, model))
 
     async def post_json(self, path: str, body: Json, *, model: str | None = None) -> Json:
-        return await self.retrying(lambda: self._json("POST", path, body, model))
+        return await self.retrying(lambda: self.request_json("POST", path, body, model))
 
-    async def _json(self, method: str, path: str, body: Json | None, model: str | None) -> Json:
+    async def request_json(
+        self, method: str, path: str, body: Json | None, model: str | None = None
+    ) -> Json:
+        """One attempt at a request whose answer is one JSON object, read whole."""
         async with self.open(method, path, body, model=model) as response:
             try:
                 raw = await response.aread()
@@ -187,20 +190,20 @@ class HttpBackend:
         episode = SESSION_ID.get()
         if episode is not None:
             headers["X-Session-ID"] = episode
-        for fresh in (False, True):
-            try:
-                stream = self._client.stream(method, path, content=content, headers=headers)
-                response = await stream.__aenter__()
-                break
-            except httpx.RemoteProtocolError as e:
-                # A kept-alive connection the server had just closed (llama.cpp closes one
-                # after each stream): the request never reached it, so send it once more.
-                if fresh:
-                    raise self.transport_error(e) from None
-            except httpx.TransportError as e:
-                raise self.transport_error(e) from None
-            except httpx.InvalidURL as e:
-                raise ConfigError(f"invalid host {self.host!r}: {e}") from None
+        try:
+            stream = self._client.stream(method, path, content=content, headers=headers)
+            response = await stream.__aenter__()
+        except httpx.RemoteProtocolError:
+            # Closed before any answer: often a kept-alive connection the server had just
+            # closed (llama.cpp closes one after each stream), so the next attempt is sent at
+            # once; it still counts as an attempt, a server that keeps failing is not hammered.
+            error = ServerError(f"{self.host} closed the connection before answering")
+            error.retry_after = 0.0
+            raise error from None
+        except httpx.TransportError as e:
+            raise self.transport_error(e) from None
+        except httpx.InvalidURL as e:
+            raise ConfigError(f"invalid host {self.host!r}: {e}") from None
         try:
             if response.status_code != 200:
                 try:

@@ -91,6 +91,6 @@ def _environment_proxy(url: str) -> str | None:
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(parts.netloc, proxies):
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
         return None
     return proxy

@@ -1,8 +1,11 @@
-"""Ollama's native API: streamed ``/api/chat``, raw ``/api/generate``, model information.
+"""Ollama's native API: ``/api/chat``, raw ``/api/generate``, model information.
+
+Answers are asked for whole (``stream: false``): one body per request, parsed once, instead of
+a line, a JSON parse and a record per token; the logprobs come as one array.
 
 Follows ollama/ollama ``docs/openapi.yaml`` @ 82360f08 and ``api/types.go`` of v0.12.11+ (the first
-release with ``logprobs``/``top_logprobs``), ``docs/api/errors.mdx`` @ e99f4b9a (an error after
-streaming began is an ``{"error"}`` line with status 200) and ``server/routes.go`` (a chat request
+release with ``logprobs``/``top_logprobs``), ``docs/api/errors.mdx`` @ e99f4b9a (a failure is an
+``{"error"}`` body with its status) and ``server/routes.go`` (a chat request
 with ``_debug_render_only`` answers ``_debug_info.rendered_template``, v0.11.5+). Transport,
 retries and status codes are `tracegen.llm.http`'s.
 """
@@ -22,9 +25,10 @@ from tracegen.llm.base import (
     FinishReason,
     ServerInfo,
     pick_continuation,
+    token_logprobs,
 )
 from tracegen.llm.http import HttpBackend, Json, clip
-from tracegen.schema import TokenLogprob, ToolCall, ToolFunction, TopLogprob
+from tracegen.schema import ToolCall, ToolFunction
 
 NS = 1e-9
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
@@ -53,7 +57,7 @@ class OllamaBackend(HttpBackend):
 
     async def chat(self, request: ChatRequest) -> Completion:
         body = self._chat_body(request)
-        return await self.retrying(lambda: self._stream("/api/chat", body, request.logprobs))
+        return await self.retrying(lambda: self._answer("/api/chat", body, request.logprobs))
 
     async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
@@ -65,7 +69,7 @@ class OllamaBackend(HttpBackend):
             prompt = await self._render(request)
             body = self._generate_body(request, prompt)
             completion = await self.retrying(
-                lambda: self._stream("/api/generate", body, request.logprobs)
+                lambda: self._answer("/api/generate", body, request.logprobs)
             )
         completion.continuation = method
         return completion
@@ -136,91 +140,48 @@ class OllamaBackend(HttpBackend):
             )
         return info["rendered_template"]
 
-    # ------------------------------------------------------------ the stream
+    # ------------------------------------------------------------ the answer
 
-    async def _stream(self, path: str, body: Json, asked_logprobs: bool) -> Completion:
-        acc = _Accumulator(chat=path == "/api/chat")
-        async with self.open("POST", path, body) as response:
-            async for line in self.lines(response):  # to its end: the connection is reused
-                if acc.final is not None:
-                    continue
-                chunk = self.json_object(line, "NDJSON line")
-                if "error" in chunk:
-                    raise ServerError(f"{self.host} failed mid-response: {chunk['error']}")
-                acc.add(chunk)
-        if acc.final is None:
-            raise ServerError(f"{self.host} ended the response before its final chunk")
-        return acc.completion(self.host, self.model, asked_logprobs)
-
-
-class _Accumulator:
-    """Collects content, thinking, tool calls, logprobs and the final counters of a stream."""
-
-    def __init__(self, *, chat: bool) -> None:
-        self.chat = chat
-        self.content: list[str] = []
-        self.thinking: list[str] = []
-        self.tool_calls: list[ToolCall] = []
-        self.logprobs: list[TokenLogprob] = []
-        self.final: Json | None = None
-
-    def add(self, chunk: Json) -> None:
-        if self.chat:
-            message = chunk.get("message") or {}
-            self.content.append(message.get("content") or "")
-            self.thinking.append(message.get("thinking") or "")
-            self.tool_calls.extend(_tool_call(c) for c in message.get("tool_calls") or [])
-        else:
-            self.content.append(chunk.get("response") or "")
-            self.thinking.append(chunk.get("thinking") or "")
-        self.logprobs.extend(_token_logprob(t) for t in chunk.get("logprobs") or [])
-        if chunk.get("done"):
-            self.final = chunk
-
-    def completion(self, host: str, model: str, asked_logprobs: bool) -> Completion:
-        final = self.final or {}
+    async def _answer(self, path: str, body: Json, asked_logprobs: bool) -> Completion:
+        """One request answered whole (``stream: false``): one body to read and parse, not a
+        line per token."""
+        data = await self.request_json("POST", path, body)
+        if "error" in data:
+            raise ServerError(f"{self.host} failed: {data['error']}")
+        if not data.get("done"):
+            raise ServerError(f"{self.host} sent an answer that is not done")
+        chat = path == "/api/chat"
+        message = (data.get("message") or {}) if chat else data
+        content = message.get("content" if chat else "response") or ""
+        tool_calls = [_tool_call(c) for c in message.get("tool_calls") or []]
+        logprobs = token_logprobs(data.get("logprobs")) if asked_logprobs else []
 
         def seconds(key: str) -> float:
-            return _int(final, key) * NS
+            return _int(data, key) * NS
 
-        finish = _FINISH.get(str(final.get("done_reason")))
-        if finish == "stop" and self.tool_calls:
+        finish = _FINISH.get(str(data.get("done_reason")))
+        if finish == "stop" and tool_calls:
             finish = "tool_calls"
         return Completion(
-            content="".join(self.content),
-            thinking="".join(self.thinking),
-            tool_calls=self.tool_calls,
-            logprobs=self.logprobs if asked_logprobs and self.logprobs else None,
+            content=content,
+            thinking=message.get("thinking") or "",
+            tool_calls=tool_calls,
+            logprobs=logprobs or None,
             finish_reason=finish,
-            prompt_tokens=_int(final, "prompt_eval_count"),
-            completion_tokens=_int(final, "eval_count"),
+            prompt_tokens=_int(data, "prompt_eval_count"),
+            completion_tokens=_int(data, "eval_count"),
             prompt_s=seconds("prompt_eval_duration"),
             generation_s=seconds("eval_duration"),
             load_s=seconds("load_duration"),
             total_s=seconds("total_duration"),
-            host=host,
-            model=model,
+            host=self.host,
+            model=self.model,
         )
 
 
 def _int(data: Json, key: str) -> int:
     value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _token_logprob(entry: Any) -> TokenLogprob:
-    try:
-        return TokenLogprob(
-            token=entry["token"],
-            logprob=entry["logprob"],
-            bytes=entry.get("bytes"),
-            top_logprobs=[
-                TopLogprob(token=t["token"], logprob=t["logprob"], bytes=t.get("bytes"))
-                for t in entry.get("top_logprobs") or []
-            ],
-        )
-    except (KeyError, TypeError, ValueError):
-        raise ProtocolError(f"malformed logprobs entry: {clip(str(entry))}") from None
 
 
 def _tool_call(entry: Any) -> ToolCall:

@@ -143,7 +143,7 @@ class OpenAIBackend(HttpBackend):
         for flavor in FLAVORS.values():
             for path in flavor.probes:
                 try:
-                    data = await self._json("GET", self._root + path, None, None)
+                    data = await self.request_json("GET", self._root + path, None, None)
                 except (BackendUnavailable, BackendTimeout, AuthError):
                     raise
                 except BackendError:
@@ -151,7 +151,7 @@ class OpenAIBackend(HttpBackend):
                 version = flavor.recognise(data)
                 if version is not None:
                     return self._found(flavor, version)
-        await self._json("GET", f"{self._api}/models", None, None)
+        await self.request_json("GET", f"{self._api}/models", None, None)
         return self._found(GENERIC, "")
 
     def _found(self, flavor: Flavor, version: str) -> ServerInfo:
