@@ -27,8 +27,11 @@ class Lanes(httpx.AsyncBaseTransport):
     """A free list of single-connection transports to the one server at ``url``."""
 
     def __init__(self, url: str) -> None:
-        self._ssl = httpx.create_ssl_context()  # made once: each lane shares it
         self._proxy = _environment_proxy(url)
+        # Made once and shared by every lane; loading the CA store costs ~70 ms, so only
+        # where TLS can happen.
+        tls = urlsplit(url).scheme == "https" or self._proxy is not None
+        self._ssl = httpx.create_ssl_context(verify=tls)
         self._idle: list[httpx.AsyncHTTPTransport] = []
         self._lanes: list[httpx.AsyncHTTPTransport] = []
 
