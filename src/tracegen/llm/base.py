@@ -16,10 +16,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from tracegen.config import ContinueChoice
-from tracegen.errors import ConfigError
+from tracegen.errors import ConfigError, ProtocolError
 from tracegen.schema import ChatMessage, ContinueMethod, TokenLogprob, ToolCall
 
 # How a partial assistant message is continued (`ContinueMethod`): ``prefill`` sends it last in
@@ -173,3 +173,18 @@ class HostBackend(Backend, Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+_TOKENS = TypeAdapter(list[TokenLogprob])
+
+
+def token_logprobs(entries: Any) -> list[TokenLogprob]:
+    """A server's per-token logprob entries (``{token, logprob, bytes, top_logprobs, id}``)
+    as records, validated in one call rather than one model per token; fields a server adds
+    beyond these are ignored, a malformed entry is a `ProtocolError`."""
+    try:
+        return _TOKENS.validate_python(entries or [], extra="ignore")
+    except ValidationError as e:
+        error = e.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise ProtocolError(f"malformed logprobs entry at {where}: {error['msg']}") from None

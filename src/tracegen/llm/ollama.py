@@ -22,9 +22,10 @@ from tracegen.llm.base import (
     FinishReason,
     ServerInfo,
     pick_continuation,
+    token_logprobs,
 )
 from tracegen.llm.http import HttpBackend, Json, clip
-from tracegen.schema import TokenLogprob, ToolCall, ToolFunction, TopLogprob
+from tracegen.schema import TokenLogprob, ToolCall, ToolFunction
 
 NS = 1e-9
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
@@ -173,7 +174,7 @@ class _Accumulator:
         else:
             self.content.append(chunk.get("response") or "")
             self.thinking.append(chunk.get("thinking") or "")
-        self.logprobs.extend(_token_logprob(t) for t in chunk.get("logprobs") or [])
+        self.logprobs.extend(token_logprobs(chunk.get("logprobs")))
         if chunk.get("done"):
             self.final = chunk
 
@@ -206,21 +207,6 @@ class _Accumulator:
 def _int(data: Json, key: str) -> int:
     value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _token_logprob(entry: Any) -> TokenLogprob:
-    try:
-        return TokenLogprob(
-            token=entry["token"],
-            logprob=entry["logprob"],
-            bytes=entry.get("bytes"),
-            top_logprobs=[
-                TopLogprob(token=t["token"], logprob=t["logprob"], bytes=t.get("bytes"))
-                for t in entry.get("top_logprobs") or []
-            ],
-        )
-    except (KeyError, TypeError, ValueError):
-        raise ProtocolError(f"malformed logprobs entry: {clip(str(entry))}") from None
 
 
 def _tool_call(entry: Any) -> ToolCall:
