@@ -25,9 +25,10 @@ chat-completions reference for the rest (``usage``; ``content`` null beside tool
 ``arguments`` are a JSON string).
 
 The scripted model, faults and pseudo-tokens are `tests.support.fake_model`'s, shared with the
-Ollama stand-in. A fault takes the answer's place: ``drop`` closes the connection, ``error_line``
-is the error status (500 unless given) servers answer when generating fails, ``malformed`` a
-body cut short; ``status`` and ``stall`` are served before generating. Each rendered prompt is
+Ollama stand-in. A fault takes the answer's place: ``drop`` closes the connection halfway
+through the body, ``error_line`` is the error status (500 unless given) servers answer when
+generating fails, ``malformed`` a body cut short; ``status`` and ``stall`` are served before
+generating. Each rendered prompt is
 kept in ``prompts`` (what the model was given), so a test can prove there is no end-of-turn
 inside a continued message. Simplifications: one choice; no streaming (``stream: true`` is a
 400, as tracegen never streams); the chat template is ChatML-like; ``lmstudio`` closes a
@@ -62,6 +63,7 @@ REASONING_FIELD = {
     "lmstudio": "reasoning_content",
 }
 VERSIONS = {"vllm": "0.11.2", "sglang": "0.5.4", "llamacpp": "b6900-abc1234", "lmstudio": ""}
+JSON = "application/json; charset=utf-8"
 MAX_LOGPROBS = 20
 """vLLM's ``--max-logprobs`` default."""
 LLAMACPP_ALTERNATIVES = 20
@@ -231,17 +233,23 @@ class _Handler(Handler):
         self._answer(self._chat_completion(body, reply, prompt), fault)
 
     def _answer(self, whole: dict[str, Any], fault: Fault | None) -> None:
-        """The whole answer, or in its place the fault: the connection dropped, the error
-        status these servers answer when generating fails, or a body cut short."""
+        """The whole answer, or in its place the fault: the connection dropped halfway through
+        the body, the error status these servers answer when generating fails, or a body cut
+        short (a complete response that is not JSON)."""
+        data = orjson.dumps(whole)
         if fault is None:
-            self.send_json(200, whole)
+            self.send_bytes(200, data, JSON)
         elif fault.kind == "drop":
+            self.send_response(200)
+            self.send_header("Content-Type", JSON)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
             self.drop()
         elif fault.kind == "error_line":
             self._error(fault.status or 500, fault.message or STATUS_MESSAGES[500])
         else:
-            data = orjson.dumps(whole)
-            self.send_bytes(200, data[: len(data) // 2], "application/json; charset=utf-8")
+            self.send_bytes(200, data[: len(data) // 2], JSON)
 
     def _chat_completion(self, body: dict[str, Any], reply: Reply, prompt: str) -> dict[str, Any]:
         """One ``chat.completion`` object, with each flavour's own fields."""
