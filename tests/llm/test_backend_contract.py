@@ -32,7 +32,7 @@ def attempts(served: Served) -> int:
 
 
 @every_backend
-async def test_a_streamed_answer_comes_back_whole_with_its_logprobs(name: str) -> None:
+async def test_an_answer_comes_back_whole_with_its_logprobs(name: str) -> None:
     async with serve(name) as s:
         s.model.script(ANSWER)
         c = await s.backend.chat(request(top_logprobs=2))

@@ -14,7 +14,6 @@ import pytest
 from tracegen.llm.lanes import Lanes, _environment_proxy
 
 
-
 class _Server:
     """An HTTP/1.1 server that answers ``{}`` after ``delay_s`` on kept-alive connections and
     counts the connections it accepted."""

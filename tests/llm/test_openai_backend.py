@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support import fake_openai
 from tests.support.backends import QUICK_RETRIES
 from tests.support.fake_model import Fault, Reply
 from tests.support.fake_openai import FakeOpenAI
-from tracegen.errors import AuthError, BadRequest, ConfigError, ServerError
-from tracegen.llm.base import ChatRequest, SamplingOptions
+from tracegen.errors import (
+    AuthError,
+    BadRequest,
+    ConfigError,
+    Overloaded,
+    ProtocolError,
+    ServerError,
+)
+from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
+from tracegen.llm.http import Json
 from tracegen.llm.openai import OpenAIBackend, openai_messages
 from tracegen.schema import ChatMessage, ToolCall, ToolFunction
 
@@ -32,7 +41,7 @@ def chat_bodies(server: FakeOpenAI) -> list[dict[str, Any]]:
     return [b for p, b, _ in server.requests if p == "/v1/chat/completions"]
 
 
-async def test_the_request_carries_sampling_logprobs_and_usage_streaming() -> None:
+async def test_the_request_carries_sampling_and_logprobs_and_asks_for_one_whole_answer() -> None:
     options = SamplingOptions(
         temperature=0.2, top_p=0.9, top_k=20, seed=3, max_tokens=64, stop=["<result>"]
     )
@@ -41,7 +50,7 @@ async def test_the_request_carries_sampling_logprobs_and_usage_streaming() -> No
         async with backend(server) as b:
             await b.chat(request(options=options, tools=tools, think=False, top_logprobs=5))
         (body,) = chat_bodies(server)
-    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["stream"] is False and "stream_options" not in body
     assert (body["temperature"], body["top_p"], body["top_k"], body["seed"]) == (0.2, 0.9, 20, 3)
     assert (body["max_tokens"], body["stop"], body["tools"]) == (64, ["<result>"], tools)
     assert (body["logprobs"], body["top_logprobs"], body["return_token_ids"]) == (True, 5, True)
@@ -142,12 +151,12 @@ async def test_an_unknown_server_answering_v1_models_is_a_generic_one(
     assert (info.kind, info.name) == ("openai", "an OpenAI-compatible server")
 
 
-async def test_an_error_mid_stream_is_retried_then_reported_with_its_message() -> None:
+async def test_a_failed_generation_is_retried_then_reported_with_its_message() -> None:
     with FakeOpenAI("vllm") as server:
         server.set_responder(lambda path, body: "a long enough answer to break")
         server.fail_next(*[Fault("error_line", message="CUDA out of memory")] * 3)
         async with backend(server) as b:
-            with pytest.raises(ServerError, match="failed mid-response: CUDA out of memory"):
+            with pytest.raises(ServerError, match=r"\(HTTP 500\) failed: CUDA out of memory"):
                 await b.chat(request())
     assert len(chat_bodies(server)) == 3
 
@@ -162,3 +171,70 @@ async def test_the_key_is_a_bearer_token_never_shown() -> None:
                 await b.chat(request())
     assert "OPENAI_API_KEY was rejected" in str(info.value) and "sk-wrong" not in str(info.value)
     assert all(h["authorization"] == f"Bearer {SECRET}" for _, _, h in server.requests[:-1])
+
+
+def answering(*bodies: Any) -> OpenAIBackend:
+    """A vLLM backend whose server answers each generation request with the next body, 200."""
+    answers = iter(bodies)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=next(answers))
+
+    vllm = ServerInfo(kind="vllm", name="vLLM", version="0.11.2")
+    return OpenAIBackend(
+        "http://vllm/v1",
+        "test-model",
+        server=vllm,
+        transport=httpx.MockTransport(handle),
+        **QUICK_RETRIES,
+    )
+
+
+WHOLE = {"choices": [{"index": 0, "message": {"content": "ok"}, "finish_reason": "stop"}]}
+BAD_ENTRY = {"token": "ok", "logprob": "very likely"}
+
+
+@pytest.mark.parametrize(
+    ("broken", "error", "message"),
+    [
+        ({"error": {"message": "engine dead", "code": 500}}, ServerError, "error: engine dead"),
+        ({"error": {"message": "queue full", "code": 429}}, Overloaded, "error: queue full"),
+        ({"object": "chat.completion", "choices": []}, ProtocolError, "without choices"),
+        (
+            {"choices": [{"message": {"content": "ok"}, "logprobs": {"content": [BAD_ENTRY]}}]},
+            ProtocolError,
+            "malformed logprobs entry",
+        ),
+        (
+            {"choices": [{"message": {"tool_calls": [{"function": {"arguments": "[1]"}}]}}]},
+            ProtocolError,
+            "not a JSON object",
+        ),
+        (
+            {"choices": [{"message": {"tool_calls": [{"function": {"arguments": '{"c'}}]}}]},
+            ProtocolError,
+            "not a JSON object",
+        ),
+    ],
+    ids=["error", "overloaded", "no-choices", "bad-logprobs", "list-arguments", "cut-arguments"],
+)
+async def test_a_broken_answer_with_status_200_is_retried_then_reported(
+    broken: Json, error: type[Exception], message: str
+) -> None:
+    async with answering(broken, WHOLE) as b:
+        assert (await b.chat(request())).content == "ok"
+    async with answering(*[broken] * 3) as b:
+        with pytest.raises(error, match=message):
+            await b.chat(request())
+
+
+@pytest.mark.parametrize("top", [0, 2])
+async def test_llamacpp_chat_keeps_only_the_alternatives_asked_for(top: int) -> None:
+    with FakeOpenAI("llamacpp") as server:
+        server.script("def add(a, b):")
+        async with backend(server) as b:
+            c = await b.chat(request(think=True, top_logprobs=top))
+        (body,) = chat_bodies(server)
+    assert c.logprobs and all(len(t.top_logprobs) == top for t in c.logprobs)
+    assert [t.id for t in c.logprobs] == [server.vocab.id(t.token) for t in c.logprobs]
+    assert c.generation_s > 0 and body["top_logprobs"] == max(1, top)

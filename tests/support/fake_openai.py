@@ -1,25 +1,39 @@
-"""A loopback OpenAI-compatible server for tests: real HTTP on 127.0.0.1, SSE, four flavours.
+"""A loopback OpenAI-compatible server for tests: real HTTP on 127.0.0.1, four flavours, each
+answer sent whole (``stream: false``).
 
 Wire format followed: vLLM ``vllm/entrypoints/openai/chat_completion/protocol.py`` @ d5dba2d7
 (``ChatCompletionRequest``: ``continue_final_message`` with ``add_generation_prompt`` both true
-is a 400, ``return_token_ids`` puts ``prompt_token_ids`` in the first chunk and ``token_ids`` in
-each choice, ``return_tokens_as_token_ids`` makes logprob tokens ``token_id:N`` with the text's
-bytes; ``DeltaMessage.reasoning``) and ``serving_chat.py`` (an error mid-stream is a ``data:
-{"error": …}`` event, then ``[DONE]``); llama.cpp ``tools/server/README.md`` @ 00dc8057 and its
-server in ``xllamacpp`` 2026.10, measured (``/props``, ``/apply-template``, ``/tokenize``,
-``/completion`` with ``return_tokens`` and ``n_probs``: ``tokens`` holds every sampled id, the
-one holding a stop string included, ``completion_probabilities`` drops that one; a trailing
-assistant message is left open; ``reasoning_content``; errors ``{"error": {"code", "message",
-"type"}}``); SGLang ``http_server.py`` (``/get_server_info``, newer ``/server_info``: server
-arguments and ``version``); LM Studio's ``/api/v0/models``. OpenAI's chat-completions streaming
-reference for the rest (``stream_options.include_usage`` → a last chunk with ``usage`` and no
-choices; tool calls in fragments keyed by ``index``).
+is a 400, ``stream_options`` without ``stream`` is a 400; ``ChatCompletionResponse``: every
+``ChatMessage`` field, unset ones null, ``reasoning``, ``tool_calls`` an empty list when none;
+``return_token_ids`` fills the top-level ``prompt_token_ids`` and the choice's ``token_ids``,
+``return_tokens_as_token_ids`` makes logprob tokens ``token_id:N`` with the text's bytes, the
+alternatives with their own) and ``chat_completion/serving.py`` @ 006c49d4
+(``chat_completion_full_generator``; a failed generation is an error status with an
+``{"error"}`` body); llama.cpp ``tools/server/README.md`` @ 00dc8057 and its server in
+``xllamacpp`` 2026.10, measured (``/props``, ``/apply-template``, ``/tokenize``; ``/completion``
+with ``return_tokens`` and ``n_probs``: ``tokens`` holds every sampled id, the ones holding a
+stop string and the end of turn included, ``completion_probabilities`` leaves out as many
+entries as the stop string has tokens, ``stop_type`` ``eos``/``limit``/``word``,
+``stopping_word``, ``tokens_predicted``, ``tokens_evaluated``, ``timings``; chat: a trailing
+assistant message is left open, ``reasoning_content``, ``id`` in every logprob entry and
+alternative, 20 alternatives when ``logprobs`` comes without ``top_logprobs`` and no logprobs
+with ``top_logprobs: 0``, ``timings``, no ``logprobs`` field unless asked, ``stream_options``
+accepted; errors ``{"error": {"code", "message", "type"}}``); SGLang ``http_server.py``
+(``/get_server_info``, newer ``/server_info``: server arguments and ``version``;
+``reasoning_content``, ``matched_stop``); LM Studio's ``/api/v0/models``. OpenAI's
+chat-completions reference for the rest (``usage``; ``content`` null beside tool calls, whose
+``arguments`` are a JSON string).
 
 The scripted model, faults and pseudo-tokens are `tests.support.fake_model`'s, shared with the
-Ollama stand-in. Each rendered prompt is kept in ``prompts`` (what the model was given), so a
-test can prove there is no end-of-turn inside a continued message. Simplifications: one choice;
-the chat template is ChatML-like; ``lmstudio`` closes a trailing assistant message (it offers
-no continuation); only the generation endpoints take faults, latency and ``parallel``.
+Ollama stand-in. A fault takes the answer's place: ``drop`` closes the connection halfway
+through the body, ``error_line`` is the error status (500 unless given) servers answer when
+generating fails, ``malformed`` a body cut short; ``status`` and ``stall`` are served before
+generating. Each rendered prompt is
+kept in ``prompts`` (what the model was given), so a test can prove there is no end-of-turn
+inside a continued message. Simplifications: one choice; no streaming (``stream: true`` is a
+400, as tracegen never streams); the chat template is ChatML-like; ``lmstudio`` closes a
+trailing assistant message (it offers no continuation); only the generation endpoints take
+faults, latency and ``parallel``.
 """
 
 from __future__ import annotations
@@ -36,7 +50,6 @@ from tests.support.fake_model import (
     Handler,
     Reply,
     cut,
-    fault_position,
     logprob_entry,
     render_chat,
     tokenize,
@@ -50,8 +63,12 @@ REASONING_FIELD = {
     "lmstudio": "reasoning_content",
 }
 VERSIONS = {"vllm": "0.11.2", "sglang": "0.5.4", "llamacpp": "b6900-abc1234", "lmstudio": ""}
+JSON = "application/json; charset=utf-8"
 MAX_LOGPROBS = 20
 """vLLM's ``--max-logprobs`` default."""
+LLAMACPP_ALTERNATIVES = 20
+"""The alternatives llama.cpp's chat gives each token when ``logprobs`` comes without
+``top_logprobs`` (measured; with ``top_logprobs: 0`` it gives no logprobs)."""
 
 
 class _Handler(Handler):
@@ -154,7 +171,9 @@ class _Handler(Handler):
             return 400, "Expected 'messages' to be a non-empty array"
         if not fake.single_model() and fake.resolve(body.get("model")) is None:
             return 404, f"The model `{body.get('model')}` does not exist."
-        if body.get("stream_options") and not body.get("stream"):
+        if body.get("stream"):
+            return 400, "this stand-in answers only non-streamed requests"
+        if body.get("stream_options") and fake.flavor != "llamacpp":
             return 400, "Stream options can only be defined when `stream=True`."
         top = body.get("top_logprobs")
         if top is not None and (not isinstance(top, int) or top < 0):
@@ -211,154 +230,114 @@ class _Handler(Handler):
             return
         reply, fault = answered
         fake.prompts.append(prompt)
-        chunks = self._chat_chunks(body, reply, prompt)
-        if not body.get("stream"):
-            self._send_whole(chunks)
-            return
-        self.start_stream("text/event-stream")
-        at = fault_position(len(chunks))
-        for n, chunk in enumerate(chunks):
-            if fault is not None and n == at and self._stream_fault(fault, done=True):
-                return
-            self._event(chunk)
-        self._event("[DONE]")
-        self.end_stream()
+        self._answer(self._chat_completion(body, reply, prompt), fault)
 
-    def _event(self, data: Any) -> None:
-        payload = data.encode() if isinstance(data, str) else orjson.dumps(data)
-        self.write_chunk(b"data: " + payload + b"\n\n")
-
-    def _stream_fault(self, fault: Fault, *, done: bool) -> bool:
-        """Break the stream as ``fault`` says; True when the response is over."""
-        if fault.kind == "drop":
+    def _answer(self, whole: dict[str, Any], fault: Fault | None) -> None:
+        """The whole answer, or in its place the fault: the connection dropped halfway through
+        the body, the error status these servers answer when generating fails, or a body cut
+        short (a complete response that is not JSON)."""
+        data = orjson.dumps(whole)
+        if fault is None:
+            self.send_bytes(200, data, JSON)
+        elif fault.kind == "drop":
+            self.send_response(200)
+            self.send_header("Content-Type", JSON)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
             self.drop()
-            return True
-        if fault.kind == "error_line":
-            status = fault.status or 500
-            self._event(
-                {"error": {"message": fault.message or STATUS_MESSAGES[500], "code": status}}
-            )
-            if done:
-                self._event("[DONE]")
-            self.end_stream()
-            return True
-        if fault.kind == "malformed":
-            self.write_chunk(b'data: {"choices": [{"delta": {"content": \n\n')
-        return False
+        elif fault.kind == "error_line":
+            self._error(fault.status or 500, fault.message or STATUS_MESSAGES[500])
+        else:
+            self.send_bytes(200, data[: len(data) // 2], JSON)
 
-    def _chat_chunks(self, body: dict[str, Any], reply: Reply, prompt: str) -> list[dict[str, Any]]:
-        fake = self.fake
+    def _chat_completion(self, body: dict[str, Any], reply: Reply, prompt: str) -> dict[str, Any]:
+        """One ``chat.completion`` object, with each flavour's own fields."""
+        fake, flavor = self.fake, self.fake.flavor
         stops = body.get("stop") or []
         stops = [stops] if isinstance(stops, str) else stops
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         content, cut_reason = cut(reply.content, stops, limit)
         kwargs = body.get("chat_template_kwargs") or {}
         thinking = reply.thinking if kwargs.get("enable_thinking") is not False else ""
-        want_logprobs = bool(body.get("logprobs")) and reply.logprobs
-        top = int(body.get("top_logprobs") or 0)
-        with_ids = fake.flavor == "vllm" and bool(body.get("return_token_ids"))
-        as_text = fake.token_ids_as_text or bool(body.get("return_tokens_as_token_ids"))
-        base = {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion.chunk",
-            "model": body.get("model"),
-        }
-        first: dict[str, Any] = {
-            **base,
-            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
-        }
-        if with_ids:
-            first["prompt_token_ids"] = fake.vocab.encode(prompt)
-        chunks = [first]
-        pieces = [(REASONING_FIELD[fake.flavor], t) for t in tokenize(thinking)]
-        pieces += [("content", t) for t in tokenize(content)]
-        for i, (field, token) in enumerate(pieces):
-            token_id = fake.vocab.id(token)
-            choice: dict[str, Any] = {"index": 0, "delta": {field: token}, "finish_reason": None}
-            if want_logprobs:
-                entry = logprob_entry(token, i, top)
-                if fake.flavor == "llamacpp":
-                    entry["id"] = token_id
-                if as_text:
-                    entry["token"] = f"token_id:{token_id}"
-                    for alt in entry.get("top_logprobs", []):
-                        alt["token"] = f"token_id:{fake.vocab.id(alt['token'])}"
-                        alt["bytes"] = list(alt["token"].encode())
-                choice["logprobs"] = {"content": [entry]}
-            if with_ids:
-                choice["token_ids"] = [token_id]
-            chunks.append({**base, "choices": [choice]})
-        calls = reply.tool_calls or []
-        for index, call in enumerate(calls):
-            function = call["function"]
-            if not isinstance(function, dict):  # a broken call, passed on as it is
-                fragment = {"index": index, "function": function}
-                chunks.append(
-                    {**base, "choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}
-                )
-                continue
-            arguments = orjson.dumps(function.get("arguments") or {}).decode()
-            head = {"index": index, "id": f"call_{index}", "type": "function"}
-            head["function"] = {"name": function["name"], "arguments": ""}
-            chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [head]}}]})
-            half = len(arguments) // 2
-            for piece in (arguments[:half], arguments[half:]):
-                fragment = {"index": index, "function": {"arguments": piece}}
-                chunks.append(
-                    {**base, "choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}
-                )
+        tokens = tokenize(thinking) + tokenize(content)
+        ids = [fake.vocab.id(t) for t in tokens]
+        calls = [_tool_call(i, c, flavor) for i, c in enumerate(reply.tool_calls or [])]
+        message = _message(flavor, content, thinking, calls)
         finish = cut_reason or reply.done_reason or ("tool_calls" if calls else "stop")
-        chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        if (body.get("stream_options") or {}).get("include_usage") or not body.get("stream"):
-            usage = {"prompt_tokens": len(tokenize(prompt)), "completion_tokens": len(pieces)}
-            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-            last: dict[str, Any] = {**base, "choices": [], "usage": usage}
-            if fake.flavor == "llamacpp":
-                last["timings"] = {"prompt_ms": 2.0, "predicted_ms": 20.0 * len(pieces)}
-            chunks.append(last)
-        return chunks
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        top = body.get("top_logprobs", LLAMACPP_ALTERNATIVES if flavor == "llamacpp" else 0)
+        if body.get("logprobs") and reply.logprobs and (top or flavor != "llamacpp"):
+            choice["logprobs"] = {"content": self._logprobs(body, tokens, ids, int(top or 0))}
+        elif flavor != "llamacpp":
+            choice["logprobs"] = None
+        usage: dict[str, Any] = {"prompt_tokens": len(tokenize(prompt))}
+        usage["completion_tokens"] = len(tokens)
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        whole: dict[str, Any] = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body.get("model"),
+            "choices": [choice],
+            "usage": usage,
+        }
+        if flavor == "vllm":
+            with_ids = bool(body.get("return_token_ids"))
+            choice.update(stop_reason=None, token_ids=ids if with_ids else None)
+            whole["prompt_token_ids"] = fake.vocab.encode(prompt) if with_ids else None
+            whole.update(prompt_logprobs=None, kv_transfer_params=None, system_fingerprint=None)
+        elif flavor == "sglang":
+            choice["matched_stop"] = None
+        elif flavor == "llamacpp":
+            usage["prompt_tokens_details"] = {"cached_tokens": 0}
+            whole["timings"] = {"prompt_ms": 2.0, "predicted_ms": 20.0 * len(tokens)}
+        return whole
 
-    def _send_whole(self, chunks: list[dict[str, Any]]) -> None:
-        message: dict[str, Any] = {"role": "assistant", "content": ""}
-        finish = None
-        for chunk in chunks:
-            for choice in chunk["choices"]:
-                for key, value in choice["delta"].items():
-                    if key in ("content", "reasoning", "reasoning_content"):
-                        message[key] = message.get(key, "") + value
-                finish = choice.get("finish_reason") or finish
-        whole = {**chunks[-1], "object": "chat.completion"}
-        whole["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
-        self.send_json(200, whole)
+    def _logprobs(
+        self, body: dict[str, Any], tokens: list[str], ids: list[int], top: int
+    ) -> list[dict[str, Any]]:
+        fake = self.fake
+        as_text = fake.token_ids_as_text or bool(body.get("return_tokens_as_token_ids"))
+        entries = []
+        for i, (token, token_id) in enumerate(zip(tokens, ids, strict=True)):
+            entry = logprob_entry(token, i, top)
+            if fake.flavor == "llamacpp":
+                entry["id"] = token_id
+                for alt in entry.get("top_logprobs", []):
+                    alt["id"] = fake.vocab.id(alt["token"])
+            if as_text:
+                entry["token"] = f"token_id:{token_id}"
+                for alt in entry.get("top_logprobs", []):
+                    alt["token"] = f"token_id:{fake.vocab.id(alt['token'])}"
+                    alt["bytes"] = list(alt["token"].encode())
+            entries.append(entry)
+        return entries
 
     # ------------------------------------------------------------ llama.cpp's /completion
 
     def _completion(self, body: dict[str, Any]) -> None:
         fake = self.fake
-        ids = body.get("prompt")
+        ids: list[int] = body.get("prompt") or []
+        problem = None
         if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-            self._error(400, "this stand-in takes the prompt as token ids")
-            return
+            ids, problem = [], (400, "this stand-in takes the prompt as token ids")
+        elif body.get("stream"):
+            problem = 400, "this stand-in answers only non-streamed requests"
         prompt = fake.vocab.decode(ids)
-        answered = self._fault_or_reply(self.path, {**body, "prompt": prompt}, None)
+        answered = self._fault_or_reply(self.path, {**body, "prompt": prompt}, problem)
         if answered is None:
             return
         reply, fault = answered
         fake.prompts.append(prompt)
-        chunks = self._completion_chunks(body, reply, ids)
-        self.start_stream("text/event-stream")
-        at = fault_position(len(chunks))
-        for n, chunk in enumerate(chunks):
-            if fault is not None and n == at and self._stream_fault(fault, done=False):
-                return
-            self._event(chunk)
-        self.end_stream()
+        self._answer(self._completion_answer(body, reply, ids, prompt), fault)
 
-    def _completion_chunks(
-        self, body: dict[str, Any], reply: Reply, prompt_ids: list[int]
-    ) -> list[dict[str, Any]]:
-        """Every sampled token, the one holding a stop string included (without its
-        probabilities, as llama.cpp), or the end-of-turn token when the reply ends."""
+    def _completion_answer(
+        self, body: dict[str, Any], reply: Reply, prompt_ids: list[int], prompt: str
+    ) -> dict[str, Any]:
+        """Every sampled token (``tokens``, with ``return_tokens``): the ones that hold a stop
+        string included, or the end-of-turn token when the reply ends; the probabilities of
+        the stop string's tokens are left out, as llama.cpp does."""
         fake = self.fake
         stops = [x for x in body.get("stop") or [] if x]
         text, reason = cut(reply.content, stops, body.get("n_predict"))
@@ -366,7 +345,8 @@ class _Handler(Handler):
         matched = ""
         if reason == "stop":
             matched = next(x for x in stops if reply.content.find(x) == len(text))
-            sampled, covered = [], 0
+            sampled: list[str] = []
+            covered = 0
             while covered < len(text) + len(matched):
                 sampled.append(tokens[len(sampled)])
                 covered += len(sampled[-1])
@@ -374,30 +354,66 @@ class _Handler(Handler):
             sampled = tokens[: len(tokenize(text))]
         else:
             sampled = [*tokens, END_OF_TURN]
+        ids = [fake.vocab.encode(t)[0] for t in sampled]
         n_probs = int(body.get("n_probs") or 0)
-        chunks: list[dict[str, Any]] = []
-        start = 0
-        for i, token in enumerate(sampled):
-            token_id = fake.vocab.encode(token)[0]
-            piece = "" if token == END_OF_TURN else text[start : start + len(token)]
-            holds_stop = reason == "stop" and start + len(token) > len(text)
-            start += len(token)
-            chunk: dict[str, Any] = {"index": 0, "content": piece, "tokens": [token_id]}
-            chunk["stop"] = False
-            if n_probs and reply.logprobs and not holds_stop:
+        answer: dict[str, Any] = {
+            "index": 0,
+            "content": text,
+            "tokens": ids if body.get("return_tokens") else [],
+            "id_slot": 0,
+            "stop": True,
+            "model": next(iter(fake.models), ""),
+            "tokens_predicted": len(sampled),
+            "tokens_evaluated": len(prompt_ids),
+            "generation_settings": {"n_predict": body.get("n_predict", -1), "stop": stops},
+            "prompt": prompt,
+            "has_new_line": "\n" in text,
+            "truncated": False,
+            "stop_type": {"stop": "word", "length": "limit"}.get(reason or "", "eos"),
+            "stopping_word": matched,
+            "tokens_cached": len(prompt_ids) + len(sampled) - 1,
+            "timings": {"prompt_ms": 2.0, "predicted_ms": 20.0 * len(sampled)},
+        }
+        if n_probs and reply.logprobs:
+            probs = []
+            for i, (token, token_id) in enumerate(zip(sampled, ids, strict=True)):
                 entry = logprob_entry("" if token == END_OF_TURN else token, i, n_probs)
                 entry["id"] = token_id
                 for alt in entry.get("top_logprobs", []):
                     alt["id"] = fake.vocab.id(alt["token"])
-                chunk["completion_probabilities"] = [entry]
-            chunks.append(chunk)
-        final = {"index": 0, "content": "", "tokens": [], "stop": True}
-        final["stop_type"] = {"stop": "word", "length": "limit"}.get(reason or "", "eos")
-        final["stopping_word"] = matched
-        final["tokens_predicted"] = len(sampled)
-        final["tokens_evaluated"] = len(prompt_ids)
-        final["timings"] = {"prompt_ms": 2.0, "predicted_ms": 20.0 * len(sampled)}
-        return [*chunks, final]
+                probs.append(entry)
+            stop_tokens = min(len(probs), len(tokenize(matched)))
+            answer["completion_probabilities"] = probs[: len(probs) - stop_tokens]
+        return answer
+
+
+def _message(
+    flavor: str, content: str, thinking: str, calls: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The assistant message: ``content`` null beside tool calls; vLLM sends every field of its
+    ``ChatMessage`` (the unset ones null), the others only those they have."""
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+    if flavor == "vllm":
+        message.update(reasoning=thinking or None, tool_calls=calls, refusal=None)
+        message.update(annotations=None, audio=None, function_call=None)
+        return message
+    if thinking:
+        message[REASONING_FIELD[flavor]] = thinking
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _tool_call(index: int, call: dict[str, Any], flavor: str) -> dict[str, Any]:
+    """A reply's tool call (Ollama's shape) as these servers send it: an id, and the
+    arguments as a JSON string; a broken call is passed on as it is."""
+    function = call["function"]
+    if not isinstance(function, dict):
+        return {"function": function}
+    arguments = orjson.dumps(function.get("arguments") or {}).decode()
+    called = {"name": function["name"], "arguments": arguments}
+    entry = {"id": f"call_{index}", "type": "function", "function": called}
+    return {**entry, "index": index} if flavor == "sglang" else entry
 
 
 class FakeOpenAI(FakeModel):

@@ -215,23 +215,6 @@ class HttpBackend:
         finally:
             await stream.__aexit__(None, None, None)
 
-    async def lines(self, response: httpx.Response) -> AsyncIterator[bytes]:
-        """The non-empty lines of a streamed body, split on ``\\n`` as bytes arrive."""
-        buffer = b""
-        try:
-            async for chunk in response.aiter_raw():
-                buffer += chunk
-                if b"\n" not in buffer:
-                    continue
-                *complete, buffer = buffer.split(b"\n")
-                for line in complete:
-                    if line.strip():
-                        yield line
-        except httpx.TransportError as e:
-            raise self.transport_error(e) from None
-        if buffer.strip():
-            yield buffer
-
     def json_object(self, raw: str | bytes, what: str) -> Json:
         """``raw`` as a JSON object, or `ProtocolError` naming the host and ``what`` it is."""
         try:

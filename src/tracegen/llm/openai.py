@@ -1,34 +1,37 @@
-"""OpenAI-compatible servers (vLLM, SGLang, llama.cpp's server, LM Studio): streamed chat
-completions over SSE, with each server's extensions for logprobs, token ids and continuation.
+"""OpenAI-compatible servers (vLLM, SGLang, llama.cpp's server, LM Studio): chat completions
+read whole, with each server's extensions for logprobs, token ids and continuation.
 
-``POST /v1/chat/completions`` with ``stream: true`` and ``stream_options.include_usage``; each
-``data:`` line is a chunk whose ``choices[0].delta`` carries ``content``, reasoning (``reasoning``
-in newer vLLM, ``reasoning_content`` elsewhere) and ``tool_calls`` fragments keyed by ``index``
-(id and name once, ``arguments`` in pieces); ``choices[0].logprobs.content`` the sampled tokens;
-``finish_reason`` ends the choice, a last chunk carries ``usage`` and ``data: [DONE]`` ends the
-stream. An ``{"error": …}`` chunk after the 200 is a failure mid-response. Which server answers
-(`tracegen.llm.openai_servers`) decides the extras:
+``POST /v1/chat/completions`` with ``stream: false`` answers one ``chat.completion`` object:
+``choices[0].message`` carries ``content``, reasoning (``reasoning`` in newer vLLM,
+``reasoning_content`` elsewhere) and complete ``tool_calls`` (``arguments`` a JSON string);
+``choices[0].logprobs.content`` the sampled tokens, ``choices[0].finish_reason`` why it ended,
+``usage`` the counts (llama.cpp adds ``timings``). An ``{"error": …}`` object sent with status
+200 is a failure. Which server answers (`tracegen.llm.openai_servers`) decides the extras:
 
-- vLLM: ``return_token_ids`` (the prompt's ids in the first chunk, each choice's ``token_ids``);
-  with ``--return-tokens-as-token-ids`` logprob tokens read ``token_id:N`` (the text is in
-  ``bytes``). ``continue`` continuation sends ``continue_final_message: true,
+- vLLM: ``return_token_ids`` (the prompt's ids in ``prompt_token_ids``, the choice's in its
+  ``token_ids``); with ``--return-tokens-as-token-ids`` logprob tokens read ``token_id:N`` (the
+  text is in ``bytes``). ``continue`` continuation sends ``continue_final_message: true,
   add_generation_prompt: false`` (vLLM and SGLang; both true is a 400).
 - llama.cpp: a request without tools (and thinking not asked for) renders the prompt with
   ``/apply-template``, tokenizes it with ``/tokenize`` and generates from the ids on
   ``/completion`` with ``return_tokens`` and ``n_probs``: the exact prompt ids and every sampled
-  id, the stop string's included. That is ``raw`` continuation too (the rendered prompt must
-  end with the partial message, no end-of-turn). ``prefill`` sends the partial assistant
-  message last in a chat request, which llama.cpp's template renderer leaves open.
+  id, the stop string's and the end of turn's included (``tokens``), the text (``content``),
+  ``completion_probabilities``, ``stop_type``, ``tokens_evaluated``, ``tokens_predicted`` and
+  ``timings``. That is ``raw`` continuation too (the rendered prompt must end with the partial
+  message, no end-of-turn). ``prefill`` sends the partial assistant message last in a chat
+  request, which llama.cpp's template renderer leaves open.
 
-Transport, retries and HTTP statuses are `tracegen.llm.http`'s; lines are decoded with orjson
-into plain dicts, and only the recorded tokens become `TokenLogprob` models.
+Sources: vLLM ``vllm/entrypoints/openai/chat_completion/protocol.py`` @ d5dba2d7
+(``ChatCompletionResponse.prompt_token_ids``, ``ChatCompletionResponseChoice.token_ids``);
+llama.cpp's server in ``xllamacpp`` 2026.10, measured. Transport, retries and HTTP statuses are
+`tracegen.llm.http`'s; a body is decoded with orjson into plain dicts, and the logprob entries
+are validated in one call (`tracegen.llm.base.token_logprobs`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import orjson
@@ -52,10 +55,11 @@ from tracegen.llm.base import (
     FinishReason,
     ServerInfo,
     pick_continuation,
+    token_logprobs,
 )
 from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.llm.openai_servers import FLAVORS, GENERIC, Flavor
-from tracegen.schema import ChatMessage, TokenLogprob, ToolCall, ToolFunction, TopLogprob
+from tracegen.schema import ChatMessage, TokenLogprob, ToolCall, ToolFunction
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -120,8 +124,7 @@ class OpenAIBackend(HttpBackend):
         flavor = await self._flavor_known()
         if flavor.token_ids == "llamacpp" and not request.tools and request.think is not True:
             return await self._native(request, check_open=False)
-        body = self._chat_body(flavor, request)
-        return await self.retrying(lambda: self._stream_chat(body, request))
+        return await self._chat(self._chat_body(flavor, request), request)
 
     async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
@@ -134,7 +137,7 @@ class OpenAIBackend(HttpBackend):
             body = self._chat_body(flavor, request)
             if chosen == "continue":
                 body.update(continue_final_message=True, add_generation_prompt=False)
-            completion = await self.retrying(lambda: self._stream_chat(body, request))
+            completion = await self._chat(body, request)
         completion.continuation = chosen
         return completion
 
@@ -186,8 +189,7 @@ class OpenAIBackend(HttpBackend):
         body: Json = {
             "model": self.model,
             "messages": openai_messages(request.messages),
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": False,
         }
         sampling = {"temperature": o.temperature, "top_p": o.top_p, "seed": o.seed}
         sampling["max_tokens"] = o.max_tokens
@@ -198,8 +200,9 @@ class OpenAIBackend(HttpBackend):
             body["stop"] = list(o.stop)
         if request.logprobs:
             body["logprobs"] = True
-            if request.top_logprobs:
-                body["top_logprobs"] = request.top_logprobs
+            top = max(request.top_logprobs, flavor.least_top_logprobs)
+            if top:
+                body["top_logprobs"] = top
         if request.tools:
             body["tools"] = request.tools
         if isinstance(request.think, str):
@@ -210,30 +213,24 @@ class OpenAIBackend(HttpBackend):
             body["return_token_ids"] = True
         return body
 
-    async def _stream_chat(self, body: Json, request: ChatRequest) -> Completion:
-        acc = _ChatStream()
-        async with self.open("POST", f"{self._api}/chat/completions", body) as response:
-            async for line in self.lines(response):  # to its end: the connection is reused
-                data = sse_data(line)
-                if data is None or acc.done:
-                    continue
-                if data == b"[DONE]":
-                    acc.done = True
-                    continue
-                chunk = self.json_object(data, "SSE event")
-                if "error" in chunk:
-                    raise self._mid_stream(chunk)
-                acc.add(chunk, self.host)
-        if not acc.done:
-            raise ServerError(f"{self.host} ended the response before data: [DONE]")
-        return acc.completion(self.host, self.model, request, self.host)
+    async def _chat(self, body: Json, request: ChatRequest) -> Completion:
+        async def once() -> Completion:
+            data = await self._generate(f"{self._api}/chat/completions", body)
+            return read_chat(data, request, self.host, self.model)
 
-    def _mid_stream(self, chunk: Json) -> BackendError:
-        message = self.error_message(chunk) or "no message"
-        error = chunk.get("error")
+        return await self.retrying(once)
+
+    async def _generate(self, url: str, body: Json) -> Json:
+        """The whole answer to one generation request; an ``{"error": …}`` object sent with
+        status 200 is a failure (`Overloaded` when its code is 429 or 503)."""
+        data = await self._json("POST", url, body, None)
+        error = data.get("error")
+        if error is None:
+            return data
+        message = self.error_message(data) or "no message"
         code = error.get("code") if isinstance(error, dict) else None
-        where = f"{self.host} failed mid-response: {message}"
-        return Overloaded(where) if str(code) in ("429", "503") else ServerError(where)
+        failed = f"{self.host} answered with an error: {message}"
+        raise Overloaded(failed) if str(code) in ("429", "503") else ServerError(failed)
 
     # ------------------------------------------------------------ llama.cpp's own endpoints
 
@@ -253,11 +250,11 @@ class OpenAIBackend(HttpBackend):
         tokens = await self.post_json(
             f"{self._root}/tokenize", {"content": prompt, "add_special": True}
         )
-        ids = tokens.get("tokens")
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+        ids = _ids(tokens.get("tokens"), self.host)
+        if ids is None:
             raise ProtocolError(f"{self.host} sent no token ids from /tokenize")
         o = request.options
-        body: Json = {"prompt": ids, "stream": True, "return_tokens": True, "cache_prompt": True}
+        body: Json = {"prompt": ids, "stream": False, "return_tokens": True, "cache_prompt": True}
         sampling = {"temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k}
         sampling.update(seed=o.seed, n_predict=o.max_tokens)
         body.update({k: v for k, v in sampling.items() if v is not None})
@@ -265,29 +262,13 @@ class OpenAIBackend(HttpBackend):
             body["stop"] = list(o.stop)
         if request.logprobs:
             body["n_probs"] = max(1, request.top_logprobs)
-        return await self.retrying(lambda: self._stream_native(body, ids, request))
+        url = f"{self._root}/completion"
 
-    async def _stream_native(self, body: Json, ids: list[int], request: ChatRequest) -> Completion:
-        acc = _NativeStream()
-        async with self.open("POST", f"{self._root}/completion", body) as response:
-            async for line in self.lines(response):
-                data = sse_data(line)
-                if data is None or acc.final is not None:
-                    continue
-                chunk = self.json_object(data, "SSE event")
-                if "error" in chunk:
-                    raise self._mid_stream(chunk)
-                acc.add(chunk, request.top_logprobs, self.host)
-        if acc.final is None:
-            raise ServerError(f"{self.host} ended the response before its last chunk")
-        return acc.completion(self.host, self.model, request, ids)
+        async def once() -> Completion:
+            data = await self._generate(url, body)
+            return read_native(data, request, ids, self.host, self.model)
 
-
-def sse_data(line: bytes) -> bytes | None:
-    """The payload of an SSE ``data:`` line; None for comments and other fields."""
-    if not line.startswith(b"data:"):
-        return None
-    return line[5:].strip()
+        return await self.retrying(once)
 
 
 def openai_messages(messages: Sequence[ChatMessage]) -> list[Json]:
@@ -316,169 +297,158 @@ def openai_messages(messages: Sequence[ChatMessage]) -> list[Json]:
     return out
 
 
-def token_logprob(entry: Any, token_id: int | None = None, top: int | None = None) -> TokenLogprob:
-    """One ``logprobs.content`` (or llama.cpp ``completion_probabilities``) entry, with at most
-    ``top`` alternatives; its id is the entry's own, else a vLLM ``token_id:N`` token's (the
-    text then comes from ``bytes``), else ``token_id``."""
+def read_chat(data: Json, request: ChatRequest, host: str, model: str) -> Completion:
+    """A ``chat.completion`` object as a `Completion` (its first choice)."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ProtocolError(f"{host} sent a chat completion without choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise ProtocolError(f"{host} sent a chat completion without a message")
+    calls = [_tool_call(c, i, host) for i, c in enumerate(message.get("tool_calls") or ())]
+    finish = _FINISH.get(str(choice.get("finish_reason")))
+    if finish == "stop" and calls:
+        finish = "tool_calls"
+    prompt_ids = _ids(data.get("prompt_token_ids"), host)
+    ids = _ids(choice.get("token_ids"), host) if prompt_ids is not None else None
+    logprobs = None
+    if request.logprobs:
+        entries = _dict(choice.get("logprobs"), "logprobs", host).get("content")
+        logprobs = _logprobs(entries, ids, request.top_logprobs, host)
+    usage = _dict(data.get("usage"), "usage", host)
+    prompt_s, generation_s = _seconds(_dict(data.get("timings"), "timings", host))
+    return Completion(
+        content=_text(message.get("content"), host),
+        thinking=_text(message.get("reasoning") or message.get("reasoning_content"), host),
+        tool_calls=calls,
+        logprobs=logprobs or None,
+        finish_reason=finish,
+        prompt_tokens=_int(usage, "prompt_tokens"),
+        completion_tokens=_int(usage, "completion_tokens"),
+        prompt_s=prompt_s,
+        generation_s=generation_s,
+        total_s=prompt_s + generation_s,
+        host=host,
+        model=model,
+        prompt_ids=prompt_ids if ids is not None else None,
+        completion_ids=ids,
+    )
+
+
+def read_native(
+    data: Json, request: ChatRequest, prompt_ids: list[int], host: str, model: str
+) -> Completion:
+    """A llama.cpp ``/completion`` answer (``return_tokens``) as a `Completion`: the text, every
+    sampled id (the stop string's and the end of turn's included) and the probabilities."""
+    ids = _ids(data.get("tokens"), host)
+    if ids is None:
+        raise ProtocolError(f"{host} sent no token ids from /completion: is llama.cpp too old?")
+    logprobs = None
+    if request.logprobs:
+        logprobs = _logprobs(data.get("completion_probabilities"), None, request.top_logprobs, host)
+    prompt_s, generation_s = _seconds(_dict(data.get("timings"), "timings", host))
+    return Completion(
+        content=_text(data.get("content"), host),
+        logprobs=logprobs or None,
+        finish_reason=_NATIVE_FINISH.get(str(data.get("stop_type")), "stop"),
+        prompt_tokens=_int(data, "tokens_evaluated") or len(prompt_ids),
+        completion_tokens=_int(data, "tokens_predicted") or len(ids),
+        prompt_s=prompt_s,
+        generation_s=generation_s,
+        total_s=prompt_s + generation_s,
+        host=host,
+        model=model,
+        prompt_ids=prompt_ids,
+        completion_ids=ids,
+    )
+
+
+def _logprobs(entries: Any, ids: list[int] | None, top: int, host: str) -> list[TokenLogprob]:
+    """``logprobs.content`` (or llama.cpp ``completion_probabilities``) entries as records, with
+    at most ``top`` alternatives each. A token's id is the entry's own, else a vLLM
+    ``token_id:N`` token's (the text then comes from ``bytes``), else the matching one of
+    ``ids``. Plain dicts are built here and validated in one call."""
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ProtocolError(f"{host} sent logprobs that are not a list")
+    known = ids if ids is not None and len(ids) == len(entries) else [None] * len(entries)
+    plain: list[Json] = []
+    entry: Any = None
     try:
-        token, raw = entry["token"], entry.get("bytes")
-        token_id = entry.get("id", token_id)
-        if token.startswith(_PLACEHOLDER):
-            token_id = int(token[len(_PLACEHOLDER) :])
-            token = bytes(raw).decode(errors="replace") if raw else ""
-        return TokenLogprob(
-            token=token,
-            logprob=entry["logprob"],
-            bytes=raw,
-            id=token_id,
-            top_logprobs=[
-                TopLogprob(token=t["token"], logprob=t["logprob"], bytes=t.get("bytes"))
-                for t in (entry.get("top_logprobs") or ())[:top]
-            ],
-        )
+        for entry, token_id in zip(entries, known, strict=True):
+            token, raw = entry["token"], entry.get("bytes")
+            found = entry.get("id", token_id)
+            if token.startswith(_PLACEHOLDER):
+                found = int(token[len(_PLACEHOLDER) :])
+                token = bytes(raw).decode(errors="replace") if raw else ""
+            alternatives = entry.get("top_logprobs") or []
+            plain.append(
+                {
+                    "token": token,
+                    "logprob": entry["logprob"],
+                    "bytes": raw,
+                    "id": found,
+                    "top_logprobs": alternatives[:top],
+                }
+            )
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise ProtocolError(f"malformed logprobs entry: {clip(str(entry))}") from None
+        raise ProtocolError(f"{host} sent a malformed logprobs entry: {clip(str(entry))}") from None
+    return token_logprobs(plain)
 
 
-@dataclass
-class _Call:
-    """A tool call as its fragments arrive: id and name once, the arguments in pieces."""
-
-    id: str | None = None
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-    def tool_call(self, index: int, host: str) -> ToolCall:
-        text = "".join(self.arguments).strip()
+def _tool_call(entry: Any, index: int, host: str) -> ToolCall:
+    """One complete tool call; its ``arguments`` a JSON string (or already an object)."""
+    try:
+        function = entry["function"]
+        name, arguments = function.get("name"), function.get("arguments")
+        call_id = entry.get("id")
+    except (KeyError, TypeError, AttributeError):
+        raise ProtocolError(f"{host} sent a malformed tool call: {clip(str(entry))}") from None
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        arguments = {}
+    elif isinstance(arguments, str):
         try:
-            arguments = orjson.loads(text) if text else {}
+            arguments = orjson.loads(arguments)
         except orjson.JSONDecodeError:
             arguments = None
-        if not isinstance(arguments, dict):
-            raise ProtocolError(f"{host} sent tool call arguments that are not a JSON object")
-        if not self.name:
-            raise ProtocolError(f"{host} sent a tool call without a name")
-        function = ToolFunction(name=self.name, arguments=arguments, index=index)
-        return ToolCall(id=self.id, function=function)
+    if not isinstance(arguments, dict):
+        raise ProtocolError(f"{host} sent tool call arguments that are not a JSON object")
+    if not isinstance(name, str) or not name:
+        raise ProtocolError(f"{host} sent a tool call without a name")
+    called = ToolFunction(name=name, arguments=arguments, index=index)
+    return ToolCall(id=call_id if isinstance(call_id, str) else None, function=called)
 
 
-class _ChatStream:
-    """Collects one chat completion from its SSE chunks (choice 0)."""
-
-    def __init__(self) -> None:
-        self.done = False
-        self.content: list[str] = []
-        self.thinking: list[str] = []
-        self.calls: dict[int, _Call] = {}
-        self.logprobs: list[TokenLogprob] = []
-        self.prompt_ids: list[int] | None = None
-        self.completion_ids: list[int] | None = None
-        self.finish: str | None = None
-        self.usage: Json = {}
-        self.timings: Json = {}
-
-    def add(self, chunk: Json, host: str) -> None:
-        try:
-            if chunk.get("prompt_token_ids") is not None:
-                self.prompt_ids = list(chunk["prompt_token_ids"])
-            for choice in chunk.get("choices") or ():
-                if choice.get("index", 0) == 0:
-                    self._choice(choice)
-            self.usage = chunk.get("usage") or self.usage
-            self.timings = chunk.get("timings") or self.timings
-        except (TypeError, AttributeError, KeyError, ValueError):
-            raise ProtocolError(f"{host} sent a malformed chunk: {clip(str(chunk))}") from None
-
-    def _choice(self, choice: Json) -> None:
-        delta = choice.get("delta") or {}
-        if delta.get("content"):
-            self.content.append(delta["content"])
-        reasoning = delta.get("reasoning") or delta.get("reasoning_content")
-        if reasoning:
-            self.thinking.append(reasoning)
-        for fragment in delta.get("tool_calls") or ():
-            call = self.calls.setdefault(int(fragment.get("index", 0)), _Call())
-            function = fragment.get("function") or {}
-            call.id = fragment.get("id") or call.id
-            call.name = function.get("name") or call.name
-            call.arguments.append(function.get("arguments") or "")
-        entries = (choice.get("logprobs") or {}).get("content") or ()
-        ids = choice.get("token_ids")
-        if ids is not None:
-            self.completion_ids = (self.completion_ids or []) + list(ids)
-        if ids is None or len(ids) != len(entries):
-            ids = [None] * len(entries)
-        self.logprobs.extend(token_logprob(e, i) for e, i in zip(entries, ids, strict=True))
-        self.finish = choice.get("finish_reason") or self.finish
-
-    def completion(self, host: str, model: str, request: ChatRequest, shown: str) -> Completion:
-        calls = [self.calls[i].tool_call(i, shown) for i in sorted(self.calls)]
-        finish = _FINISH.get(self.finish or "")
-        if finish == "stop" and calls:
-            finish = "tool_calls"
-        ids = self.completion_ids if self.prompt_ids is not None else None
-        tokens = self.logprobs
-        prompt_ms, predicted_ms = _ms(self.timings, "prompt_ms"), _ms(self.timings, "predicted_ms")
-        return Completion(
-            content="".join(self.content),
-            thinking="".join(self.thinking),
-            tool_calls=calls,
-            logprobs=tokens if request.logprobs and tokens else None,
-            finish_reason=finish,
-            prompt_tokens=_int(self.usage, "prompt_tokens"),
-            completion_tokens=_int(self.usage, "completion_tokens"),
-            prompt_s=prompt_ms * MS,
-            generation_s=predicted_ms * MS,
-            total_s=(prompt_ms + predicted_ms) * MS,
-            host=host,
-            model=model,
-            prompt_ids=self.prompt_ids if ids is not None else None,
-            completion_ids=ids,
-        )
+def _ids(value: Any, host: str) -> list[int] | None:
+    """Token ids as the server sent them (None when it sent none)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(type(i) is int for i in value):
+        raise ProtocolError(f"{host} sent token ids that are not a list of integers")
+    return value
 
 
-class _NativeStream:
-    """Collects one llama.cpp ``/completion`` stream: text, every sampled id, probabilities."""
+def _text(value: Any, host: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ProtocolError(f"{host} sent text that is not a string: {clip(str(value))}")
+    return value
 
-    def __init__(self) -> None:
-        self.content: list[str] = []
-        self.ids: list[int] = []
-        self.logprobs: list[TokenLogprob] = []
-        self.final: Json | None = None
 
-    def add(self, chunk: Json, top: int, host: str) -> None:
-        try:
-            self.content.append(chunk.get("content") or "")
-            self.ids.extend(int(i) for i in chunk.get("tokens") or ())
-            self.logprobs.extend(
-                token_logprob(e, top=top) for e in chunk.get("completion_probabilities") or ()
-            )
-        except (TypeError, ValueError, AttributeError):
-            raise ProtocolError(f"{host} sent a malformed chunk: {clip(str(chunk))}") from None
-        if chunk.get("stop") is True:
-            self.final = chunk
+def _dict(value: Any, what: str, host: str) -> Json:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{host} sent {what} that is not a JSON object")
+    return value
 
-    def completion(
-        self, host: str, model: str, request: ChatRequest, prompt_ids: list[int]
-    ) -> Completion:
-        final = self.final or {}
-        timings = final.get("timings") or {}
-        prompt_ms, predicted_ms = _ms(timings, "prompt_ms"), _ms(timings, "predicted_ms")
-        tokens = self.logprobs
-        return Completion(
-            content="".join(self.content),
-            logprobs=tokens if request.logprobs and tokens else None,
-            finish_reason=_NATIVE_FINISH.get(str(final.get("stop_type")), "stop"),
-            prompt_tokens=_int(final, "tokens_evaluated") or len(prompt_ids),
-            completion_tokens=_int(final, "tokens_predicted") or len(self.ids),
-            prompt_s=prompt_ms * MS,
-            generation_s=predicted_ms * MS,
-            total_s=(prompt_ms + predicted_ms) * MS,
-            host=host,
-            model=model,
-            prompt_ids=prompt_ids,
-            completion_ids=self.ids,
-        )
+
+def _seconds(timings: Json) -> tuple[float, float]:
+    """llama.cpp's ``timings`` (milliseconds): seconds reading the prompt and generating."""
+    return _ms(timings, "prompt_ms") * MS, _ms(timings, "predicted_ms") * MS
 
 
 def _int(data: Json, key: str) -> int:

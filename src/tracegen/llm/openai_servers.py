@@ -1,6 +1,6 @@
 """The OpenAI-compatible servers tracegen knows, how to recognise each, and what each can give.
 
-Every one answers ``GET /v1/models`` and streams ``POST /v1/chat/completions``; each has its own
+Every one answers ``GET /v1/models`` and ``POST /v1/chat/completions``; each has its own
 way to say who it is (tried in this order, on the server's root, not under ``/v1``):
 
 ==========  ==========================  ===============================================
@@ -39,7 +39,8 @@ class Flavor:
     """One kind of OpenAI-compatible server. ``probes``: where it says who it is, read by
     ``recognise``. ``extensions``: it takes vLLM-style extra request fields (``top_k``,
     ``chat_template_kwargs``) that OpenAI's own API refuses. ``token_ids``: how exact token
-    ids are had."""
+    ids are had. ``least_top_logprobs``: the fewest alternatives to ask for with logprobs (llama.cpp
+    gives no logprobs for ``top_logprobs: 0``, and twenty alternatives a token without it)."""
 
     kind: str
     name: str
@@ -48,6 +49,7 @@ class Flavor:
     recognise: Recogniser = lambda data: None
     extensions: bool = True
     token_ids: TokenIds = "none"
+    least_top_logprobs: int = 0
 
 
 def _llamacpp(data: dict[str, Any]) -> str | None:
@@ -76,6 +78,7 @@ LLAMACPP = Flavor(
     probes=("/props",),
     recognise=_llamacpp,
     token_ids="llamacpp",
+    least_top_logprobs=1,
 )
 SGLANG = Flavor(
     "sglang",
