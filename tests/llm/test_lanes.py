@@ -64,7 +64,7 @@ async def test_requests_at_once_each_get_a_connection_that_is_kept() -> None:
 
 
 async def test_a_response_not_read_to_its_end_gives_its_lane_back() -> None:
-    async with serving() as (server, url):
+    async with serving() as (_server, url):
         lanes = Lanes(url)
         async with httpx.AsyncClient(base_url=url, transport=lanes) as client:
             for _ in range(5):
