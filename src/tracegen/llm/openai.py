@@ -223,7 +223,7 @@ class OpenAIBackend(HttpBackend):
     async def _generate(self, url: str, body: Json) -> Json:
         """The whole answer to one generation request; an ``{"error": …}`` object sent with
         status 200 is a failure (`Overloaded` when its code is 429 or 503)."""
-        data = await self._json("POST", url, body, None)
+        data = await self.request_json("POST", url, body)
         error = data.get("error")
         if error is None:
             return data
