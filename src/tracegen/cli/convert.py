@@ -8,6 +8,9 @@ from typing import Annotated
 import typer
 
 from tracegen.cli.app import app
+from tracegen.errors import ConfigError
+
+TOKENS = "Token ids (RL, tokenized SFT)"
 
 
 @app.command()
@@ -43,8 +46,71 @@ def convert(
     keep_logprobs: Annotated[
         bool, typer.Option("--keep-logprobs", help="Carry token logprobs through.")
     ] = False,
+    rl: Annotated[
+        str | None,
+        typer.Option(
+            "--rl",
+            help="RL rollouts as token ids: trl (GRPOTrainer rollout_func) or atropos "
+            "(ScoredDataGroup per problem).",
+            rich_help_panel=TOKENS,
+        ),
+    ] = None,
+    tokenized: Annotated[
+        bool,
+        typer.Option(
+            "--tokenized",
+            help="input_ids + assistant_masks for SFTTrainer (model tokens only).",
+            rich_help_panel=TOKENS,
+        ),
+    ] = False,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer",
+            help="Hugging Face tokenizer directory or .gguf file, for traces without token ids.",
+            rich_help_panel=TOKENS,
+        ),
+    ] = None,
+    require_exact: Annotated[
+        bool,
+        typer.Option(
+            "--require-exact",
+            help="Skip traces without the backend's exact token ids.",
+            rich_help_panel=TOKENS,
+        ),
+    ] = False,
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            "--max-length", help="Cut --tokenized records to N tokens.", rich_help_panel=TOKENS
+        ),
+    ] = None,
 ) -> None:
     """Turn traces into chat, ShareGPT or single-message training files, JSONL/HF/Parquet."""
+    if rl is not None or tokenized:
+        from tracegen.export.token_convert import token_convert_command, token_format
+
+        flags = {"--chat-format": chat_format, "--sharegpt": sharegpt}
+        flags |= {"--training-format": training_format, "--reasoning-field": reasoning_field}
+        flags |= {"--keep-logprobs": keep_logprobs}
+        token_convert_command(
+            input=input,
+            fmt=token_format(rl, tokenized, [name for name, on in flags.items() if on]),
+            output=output,
+            to_hf=to_hf,
+            parquet=parquet,
+            tokenizer=tokenizer,
+            require_exact=require_exact,
+            max_length=max_length,
+            only_success=only_success,
+            only_ideal=only_ideal,
+        )
+        return
+    given = {"--tokenizer": tokenizer is not None, "--require-exact": require_exact}
+    given["--max-length"] = max_length is not None
+    if any(given.values()):
+        flag = next(name for name, on in given.items() if on)
+        raise ConfigError(f"{flag} applies to --rl and --tokenized only")
     from tracegen.export.convert import convert_command
 
     convert_command(

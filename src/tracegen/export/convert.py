@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -131,13 +131,13 @@ def write_jsonl(rows: Iterator[Row], target: Path) -> None:
             writer.write(row)
 
 
-def write_parquet(rows: Iterator[Row], target: Path, options: ConvertOptions) -> None:
+def write_parquet(rows: Iterator[Row], target: Path, features: Features) -> None:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise MissingExtraError("--parquet needs pyarrow: pip install pyarrow") from None
-    schema = _features(options).arrow_schema
+    schema = features.arrow_schema
     with _replacing(target) as tmp, pq.ParquetWriter(tmp, schema) as writer:
         batch: list[Row] = []
         for row in rows:
@@ -152,29 +152,31 @@ def _hf_rows(path: str, options: ConvertOptions) -> Iterator[Row]:
     yield from iter_converted(Path(path), options)
 
 
-def write_hf(source: Path, target: Path, options: ConvertOptions) -> None:
-    """``save_to_disk`` a dataset built by streaming the records through ``from_generator``."""
+def write_hf(
+    rows: Callable[..., Iterator[Row]], kwargs: dict[str, Any], target: Path, features: Features
+) -> None:
+    """``save_to_disk`` a dataset of the records ``rows(**kwargs)`` streams, built with
+    ``from_generator`` (``kwargs`` must pickle)."""
     import datasets
 
     datasets.disable_progress_bars()
     with _replacing(target) as tmp, tempfile.TemporaryDirectory(dir=tmp.parent) as cache:
         try:
             dataset = datasets.Dataset.from_generator(
-                _hf_rows,
-                features=_features(options),
-                gen_kwargs={"path": str(source), "options": options},
+                rows,
+                features=features,
+                gen_kwargs=kwargs,
                 cache_dir=cache,
             )
         except Exception as e:
             cause = e.__cause__ or e.__context__
             if isinstance(cause, TracegenError | OSError):
                 raise cause from None
-            if next(iter_converted(source, options), None) is not None:
+            if next(rows(**kwargs), None) is not None:
                 raise
             # Nothing passed the filters: `from_generator` cannot build a dataset of no rows,
             # and an empty one saved without an explicit shard does not load.
-            feats = _features(options)
-            empty = datasets.Dataset.from_dict({name: [] for name in feats}, features=feats)
+            empty = datasets.Dataset.from_dict({name: [] for name in features}, features=features)
             empty.save_to_disk(str(tmp), num_shards=1)
             return
         dataset.save_to_disk(str(tmp))
@@ -195,11 +197,13 @@ def _choose_format(chat_format: bool, sharegpt: bool, training_format: bool) -> 
     }
     chosen = [name for name, on in flags.items() if on]
     if len(chosen) != 1:
-        raise ConfigError("choose exactly one of --chat-format, --sharegpt, --training-format")
+        raise ConfigError(
+            "choose exactly one of --chat-format, --sharegpt, --training-format, --rl, --tokenized"
+        )
     return chosen[0]
 
 
-def default_output(source: Path, fmt: Format) -> Path:
+def default_output(source: Path, fmt: str) -> Path:
     """``traces.jsonl`` → ``traces.chat.jsonl`` beside it."""
     name = source.name.removesuffix(".gz").removesuffix(".jsonl")
     return source.with_name(f"{name}.{fmt}.jsonl")
@@ -240,9 +244,9 @@ def convert_command(
         write_jsonl(iter_converted(input, options, counts), output)
     if parquet is not None:
         rows = iter_converted(input, options, None if output else counts)
-        write_parquet(rows, parquet, options)
+        write_parquet(rows, parquet, _features(options))
     if to_hf is not None:
-        write_hf(input, to_hf, options)
+        write_hf(_hf_rows, {"path": str(input), "options": options}, to_hf, _features(options))
         if output is None and parquet is None:
             for _ in iter_converted(input, options, counts):
                 pass
