@@ -35,14 +35,6 @@ CHATML = (
     "{{ message['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-FORGETFUL = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{% if message['role'] == 'assistant' and not loop.last %}"
-    "{{ message['content'].split('</think>')[-1] }}{% else %}{{ message['content'] }}{% endif %}"
-    "<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-"""A template that drops earlier turns' reasoning (as Qwen3's does)."""
 CORPUS = [
     "<think>Let me try it.</think> def add(a, b):\n    return a + b\n",
     '<tool_call>{"name": "python", "arguments": {"code": "print(add(1, 2))"}}</tool_call>',
@@ -58,7 +50,6 @@ def make_tokenizer(path: Path, template: str = CHATML) -> Path:
     """A byte-level BPE tokenizer with ChatML special tokens, saved as a Hugging Face
     tokenizer directory at ``path``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -70,51 +61,57 @@ def make_tokenizer(path: Path, template: str = CHATML) -> Path:
         show_progress=False,
     )
     tok.train_from_iterator(CORPUS, trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    fast.chat_template = template
-    fast.save_pretrained(str(path))
+    path.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": template,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+    }
+    (path / "tokenizer_config.json").write_bytes(orjson.dumps(config))
     return path
 
 
 @dataclass
 class ChatmlModel:
-    """Renders, tokenizes and "samples" like a backend that returns ids."""
+    """Renders ChatML, tokenizes and "samples" like a backend that returns ids."""
 
     tokenizer_dir: Path
     byte_sampling: bool = False
     """Sample single-byte tokens instead of the canonical ones (a model whose ids differ from
     what re-tokenizing its text gives)."""
-    template: str = CHATML
+    forget_reasoning: bool = False
+    """Render earlier assistant turns without their ``<think>`` (as Qwen3's template does)."""
 
     def __post_init__(self) -> None:
-        from transformers import AutoTokenizer
+        from tokenizers import Tokenizer
 
-        self.tok = AutoTokenizer.from_pretrained(str(self.tokenizer_dir))
-        self.tok.chat_template = self.template
-        self.eos = self.tok.convert_tokens_to_ids("<|im_end|>")
+        self.tok = Tokenizer.from_file(str(self.tokenizer_dir / "tokenizer.json"))
+        self.eos = self.tok.token_to_id("<|im_end|>")
 
     def render(self, messages: list[ChatMessage], prefill: str = "") -> str:
-        rows = [{"role": m.role, "content": m.content} for m in messages]
-        text = self.tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
-        return str(text) + prefill
+        parts = []
+        for m in messages:
+            content = m.content
+            if self.forget_reasoning and m.role == "assistant":
+                content = content.split("</think>")[-1]
+            parts.append(f"<|im_start|>{m.role}\n{content}<|im_end|>\n")
+        return "".join(parts) + "<|im_start|>assistant\n" + prefill
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tok.encode(text, add_special_tokens=False))
+        return list(self.tok.encode(text, add_special_tokens=False).ids)
 
     def sample(self, text: str, eos: bool) -> list[int]:
         if self.byte_sampling:
-            ids = [i for t in self.tok.tokenize(text) for i in self._bytes(t)]
+            tokens = self.tok.encode(text, add_special_tokens=False).tokens
+            ids = [self.tok.token_to_id(c) for t in tokens for c in t]
         else:
             ids = self.encode(text)
         return ids + ([self.eos] if eos else [])
 
-    def _bytes(self, token: str) -> list[int]:
-        return [self.tok.convert_tokens_to_ids(c) for c in token]
-
     def token(self, token_id: int, logprob: float) -> TokenLogprob:
-        text = self.tok.decode([token_id])
+        text = self.tok.decode([token_id], skip_special_tokens=False)
         return TokenLogprob(token=text, logprob=logprob, bytes=list(text.encode()), id=token_id)
 
 

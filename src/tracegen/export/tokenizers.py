@@ -1,8 +1,8 @@
 """The tokenizer behind ``--tokenizer PATH``: a local Hugging Face tokenizer or a GGUF file.
 
-- A directory (or its ``tokenizer.json``/``tokenizer_config.json``): ``transformers``'
-  ``AutoTokenizer``, offline (``local_files_only``), whose chat template is the one TRL's
-  ``SFTTrainer`` would apply.
+- A directory (or its ``tokenizer.json``/``tokenizer_config.json``): the ``tokenizers``
+  library and the directory's chat template, rendered as ``transformers`` renders it (the
+  template TRL's ``SFTTrainer`` would apply); nothing is downloaded.
 - A ``.gguf`` file: llama.cpp's own tokenizer and chat template, run in process by
   ``xllamacpp``. The file's vocabulary could also be rebuilt as a Hugging Face tokenizer
   (``transformers`` does it with the ``gguf`` package), but that copy guesses the
@@ -19,8 +19,12 @@ template writes its BOS itself.
 from __future__ import annotations
 
 import contextlib
+import json
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
 
 from tracegen.errors import ConfigError, MissingExtraError
 
@@ -57,28 +61,101 @@ class Tokenizer(Protocol):
     def close(self) -> None: ...
 
 
+def _environment() -> Any:
+    """The Jinja environment ``transformers``' ``apply_chat_template`` renders in."""
+    from jinja2 import TemplateError, nodes
+    from jinja2.ext import Extension, loopcontrols
+    from jinja2.parser import Parser
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(Extension):
+        """``{% generation %}…{% endgeneration %}`` (training templates' assistant markers),
+        rendered as its body."""
+
+        tags = {"generation"}  # noqa: RUF012 (jinja reads it as a set)
+
+        def parse(self, parser: Parser) -> nodes.Node:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body).set_lineno(lineno)
+
+    def tojson(
+        value: Any, ensure_ascii: bool = False, indent: int | None = None, sort_keys: bool = False
+    ) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    def strftime_now(fmt: str) -> str:
+        return datetime.now().strftime(fmt)
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, Generation]
+    )
+    env.filters["tojson"] = tojson
+    env.globals |= {"raise_exception": raise_exception, "strftime_now": strftime_now}
+    return env
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    value = orjson.loads(path.read_bytes())
+    return value if isinstance(value, dict) else {}
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token as ``tokenizer_config.json`` writes it: a string or ``{"content": …}``."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
 class HfTokenizer:
-    """A local Hugging Face tokenizer directory, through ``transformers``."""
+    """A Hugging Face tokenizer directory: ``tokenizer.json`` through ``tokenizers`` and the
+    chat template of ``tokenizer_config.json`` (or ``chat_template.jinja``) through Jinja, in
+    the environment ``transformers``' ``apply_chat_template`` sets up (sandboxed,
+    ``trim_blocks``/``lstrip_blocks``, loop controls, ``tojson``, ``raise_exception``,
+    ``strftime_now``, the special tokens as variables) — without importing ``transformers``
+    (and torch), which costs seconds."""
 
     def __init__(self, path: Path) -> None:
         try:
-            from transformers import AutoTokenizer
+            from jinja2 import TemplateError
+            from tokenizers import Tokenizer as Backend
         except ImportError:
             raise MissingExtraError(
-                f"{path}: a Hugging Face tokenizer needs transformers: "
+                f"{path}: a Hugging Face tokenizer needs tokenizers and jinja2: "
                 "pip install 'tracegen[tokenize]'"
             ) from None
+        if not (path / "tokenizer.json").is_file():
+            raise ConfigError(f"{path}: no tokenizer.json (a Hugging Face tokenizer directory)")
         try:
-            self._tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ConfigError(f"{path}: not a tokenizer directory ({first})") from None
-        if not getattr(self._tok, "chat_template", None):
+            self._tok = Backend.from_file(str(path / "tokenizer.json"))
+            config = _json(path / "special_tokens_map.json") | _json(path / "tokenizer_config.json")
+        except Exception as e:
+            raise ConfigError(f"{path}: cannot read the tokenizer ({e})") from None
+        template = config.get("chat_template")
+        if (path / "chat_template.jinja").is_file():
+            template = (path / "chat_template.jinja").read_text()
+        if isinstance(template, list):
+            template = next((t["template"] for t in template if t.get("name") == "default"), None)
+        if not isinstance(template, str):
             raise ConfigError(f"{path}: the tokenizer has no chat template")
-        self.eos_token: str | None = self._tok.eos_token
+        self._specials = {
+            name: _token_text(config.get(name))
+            for name in ("bos_token", "eos_token", "unk_token", "pad_token")
+        }
+        self.eos_token = self._specials["eos_token"]
+        self._path = path
+        try:
+            self._template = _environment().from_string(template)
+        except TemplateError as e:
+            raise ConfigError(f"{path}: the chat template does not parse ({e})") from None
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False))
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._tok.decode(list(ids), skip_special_tokens=False))
@@ -90,12 +167,17 @@ class HfTokenizer:
         add_generation_prompt: bool,
         tools: list[dict[str, Any]] | None = None,
     ) -> str:
-        rendered = self._tok.apply_chat_template(
-            messages,
-            tools=list(tools) if tools else None,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-        )
+        from jinja2 import TemplateError
+
+        try:
+            rendered = self._template.render(
+                messages=messages,
+                tools=tools,
+                add_generation_prompt=add_generation_prompt,
+                **self._specials,
+            )
+        except TemplateError as e:
+            raise ConfigError(f"{self._path}: the chat template failed: {e}") from None
         return str(rendered)
 
     def close(self) -> None:
