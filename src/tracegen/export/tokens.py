@@ -28,6 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from tracegen.errors import ConfigError
 from tracegen.schema import ChatMessage, Step, Trace
 
@@ -173,24 +176,17 @@ def found_in_order(decoded: list[str], texts: Sequence[str]) -> str | None:
     return None
 
 
-def model_runs(ids: Sequence[int], model: Sequence[bool]) -> list[list[int]]:
-    """The runs of consecutive ids the model sampled."""
-    runs: list[list[int]] = []
-    previous = False
-    for token, on in zip(ids, model, strict=True):
-        if on and not previous:
-            runs.append([])
-        if on:
-            runs[-1].append(token)
-        previous = on
-    return runs
+def model_runs(ids: list[int], model: npt.NDArray[np.bool_]) -> list[list[int]]:
+    """The runs of consecutive ids the model sampled (``model`` marks them)."""
+    edges = np.flatnonzero(np.diff(model, prepend=False, append=False))
+    return [ids[a:b] for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def check_text(
-    ids: Sequence[int], model: Sequence[bool], texts: Sequence[str], decode: Decoder
+    ids: list[int], model: npt.NDArray[np.bool_], texts: Sequence[str], decode: Decoder
 ) -> str | None:
     """Why the model-sampled ids do not decode to the model's text, or None."""
-    if not any(model):
+    if not model.any():
         return "no model-sampled token"
     missing = found_in_order([decode(run) for run in model_runs(ids, model)], texts)
     if missing is None:
@@ -199,18 +195,22 @@ def check_text(
     return f"the model's text {shown!r} is not in the decoded ids"
 
 
+class _TokenTable(dict[int, bytes]):
+    def __missing__(self, key: int) -> bytes:
+        return UNKNOWN.encode()
+
+
 def trace_decoder(trace: Trace) -> Decoder:
     """Decode ids through the token texts the backend returned with each logprob (an id it
     did not return reads as U+FFFD)."""
-    table: dict[int, bytes] = {}
+    table = _TokenTable()
     for turn in trace.logprobs:
         for token in turn.tokens:
             if token.id is not None:
                 table[token.id] = bytes(token.bytes) if token.bytes else token.token.encode()
-    unknown = UNKNOWN.encode()
 
     def decode(ids: Sequence[int]) -> str:
-        return b"".join(table.get(i, unknown) for i in ids).decode(errors="replace")
+        return b"".join(map(table.__getitem__, ids)).decode(errors="replace")
 
     return decode
 
