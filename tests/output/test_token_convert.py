@@ -24,7 +24,7 @@ from tests.support.token_traces import (
 from tests.traces_factory import inline_tools_trace, markers_trace, tool_feedback_trace
 from tracegen.export.token_convert import TokenCounts, TokenOptions, iter_token_rows
 from tracegen.export.tokenizers import Tokenizer, load_tokenizer
-from tracegen.schema import Trace
+from tracegen.schema import TokenRequest, Trace
 
 Row = dict[str, Any]
 
@@ -87,6 +87,27 @@ def assert_masks_tracegens_spans(
             assert not any(step.text in text for text in sampled), step.text
 
 
+def by_request(trace: Trace, rows: list[Row]) -> list[tuple[Row, list[TokenRequest]]]:
+    """Each record of a trace and the model requests it holds: all of them when the episode
+    is one sequence (``turn`` null), else one each, in order."""
+    requests = trace.token_requests
+    if [r["turn"] for r in rows] == [None]:
+        return [(rows[0], requests)]
+    assert [r["turn"] for r in rows] == list(range(len(requests)))
+    return [(row, [request]) for row, request in zip(rows, requests, strict=True)]
+
+
+def assert_holds_requests(
+    prompt: list[int], completion: list[int], model: list[bool], requests: list[TokenRequest]
+) -> None:
+    """The record starts with the first prompt, ends with the last completion, and its
+    model-sampled ids are every completion, in order."""
+    assert prompt == requests[0].prompt_ids
+    assert prompt + completion == requests[-1].prompt_ids + requests[-1].completion_ids
+    sampled = [t for t, m in zip(completion, model, strict=True) if m]
+    assert sampled == [i for r in requests for i in r.completion_ids]
+
+
 def test_trl_records_are_the_episode_as_the_model_saw_it(
     source: TraceSource, tokenizer: Tokenizer, tmp_path: Path
 ) -> None:
@@ -94,26 +115,26 @@ def test_trl_records_are_the_episode_as_the_model_saw_it(
     result = convert(write_traces(tmp_path / "t.jsonl", source.traces), "--rl", "trl")
     assert result.returncode == 0, result.stderr
     rows = rows_of(tmp_path / "t.rl-trl.jsonl")
-    assert [r["id"] for r in rows] == list(traces)
-    for row in rows:
-        trace = traces[row["id"]]
-        requests = trace.token_requests
-        assert row["token_source"] == "exact" and row["turn"] is None
-        assert row["prompt_ids"] == requests[0].prompt_ids
-        whole = row["prompt_ids"] + row["completion_ids"]
-        assert whole == requests[-1].prompt_ids + requests[-1].completion_ids
-        mask = [bool(m) for m in row["env_mask"]]
-        sampled = [t for t, m in zip(row["completion_ids"], mask, strict=True) if m]
-        assert sampled == [i for r in requests for i in r.completion_ids]
-        recorded = [lp for r in requests for lp in r.logprobs or []]
-        assert [lp for lp, m in zip(row["logprobs"], mask, strict=True) if m] == recorded
-        assert all(lp == 0.0 for lp, m in zip(row["logprobs"], mask, strict=True) if not m)
-        decoded = tokenizer.decode(row["completion_ids"])
-        assert all(m.content in decoded for m in trace.messages[2:])
-        assert_masks_tracegens_spans(trace, row["completion_ids"], mask, tokenizer)
-        for key in ("reward", "score", "success", "problem_id", "sample", "mode", "model"):
-            assert row[key] == getattr(trace, key)
-    assert "6 exact, 0 retokenized" in result.stderr
+    assert list(dict.fromkeys(r["id"] for r in rows)) == list(traces)
+    for trace in source.traces:
+        for row, requests in by_request(trace, [r for r in rows if r["id"] == trace.id]):
+            assert row["token_source"] == "exact"
+            mask = [bool(m) for m in row["env_mask"]]
+            assert_holds_requests(row["prompt_ids"], row["completion_ids"], mask, requests)
+            if any(r.logprobs is None for r in requests):
+                assert row["logprobs"] is None
+            else:
+                recorded = [lp for r in requests for lp in r.logprobs or []]
+                logprobs = row["logprobs"]
+                assert [lp for lp, m in zip(logprobs, mask, strict=True) if m] == recorded
+                assert all(lp == 0.0 for lp, m in zip(logprobs, mask, strict=True) if not m)
+            if row["turn"] is None:
+                decoded = tokenizer.decode(row["completion_ids"])
+                assert all(m.content in decoded for m in trace.messages[2:])
+                assert_masks_tracegens_spans(trace, row["completion_ids"], mask, tokenizer)
+            for key in ("reward", "score", "success", "problem_id", "sample", "mode", "model"):
+                assert row[key] == getattr(trace, key)
+    assert f"{len(traces)} exact, 0 retokenized" in result.stderr
 
 
 def test_inline_tools_tool_response_is_the_only_masked_span(tmp_path: Path) -> None:
@@ -142,27 +163,38 @@ def test_atropos_groups_the_samples_of_each_problem(
     assert "in 2 groups" in result.stderr or len(problems) != 2
     for group in groups:
         ids = [t.id for t in source.traces if t.problem_id == group["problem_id"]]
-        assert group["ids"] == ids
-        assert group["scores"] == [traces[i].reward for i in ids]
-        assert len(group["tokens"]) == len(group["masks"]) == len(group["messages"]) == len(ids)
-        for k, trace_id in enumerate(ids):
+        assert list(dict.fromkeys(group["ids"])) == ids
+        turns = {
+            i: [{"turn": t} for j, t in zip(group["ids"], group["turns"], strict=True) if j == i]
+            for i in ids
+        }
+        assert (
+            len(group["tokens"]) == len(group["masks"]) == len(group["scores"]) == len(group["ids"])
+        )
+        samples = iter(range(len(group["ids"])))
+        for trace_id in ids:
             trace = traces[trace_id]
-            tokens, masks = group["tokens"][k], group["masks"][k]
-            logprobs = group["inference_logprobs"][k]
-            assert len(tokens) == len(masks) == len(logprobs)
-            prompt = len(trace.token_requests[0].prompt_ids)
-            assert masks[:prompt] == [-100] * prompt
-            model = [m != -100 for m in masks]
-            assert all(m in (-100, t) for t, m in zip(tokens, masks, strict=True))
-            assert all(lp == 1.0 for lp, on in zip(logprobs, model, strict=True) if not on)
-            recorded = [lp for r in trace.token_requests for lp in r.logprobs or []]
-            assert [lp for lp, on in zip(logprobs, model, strict=True) if on] == recorded
-            assert_masks_tracegens_spans(trace, tokens, model, tokenizer)
-            assert group["messages"][k][1] == {
-                "role": "user",
-                "content": trace.messages[1].content,
-                "reward": None,
-            }
+            for k, requests in [(next(samples), r) for _, r in by_request(trace, turns[trace_id])]:
+                tokens, masks = group["tokens"][k], group["masks"][k]
+                logprobs = group["inference_logprobs"][k]
+                assert len(tokens) == len(masks) == len(logprobs)
+                prompt = len(requests[0].prompt_ids)
+                assert masks[:prompt] == [-100] * prompt
+                model = [m != -100 for m in masks]
+                assert all(m in (-100, t) for t, m in zip(tokens, masks, strict=True))
+                assert_holds_requests(tokens[:prompt], tokens[prompt:], model[prompt:], requests)
+                assert all(lp == 1.0 for lp, on in zip(logprobs, model, strict=True) if not on)
+                if all(r.logprobs is not None for r in requests):
+                    recorded = [lp for r in requests for lp in r.logprobs or []]
+                    assert [lp for lp, on in zip(logprobs, model, strict=True) if on] == recorded
+                if group["turns"][k] is None:
+                    assert_masks_tracegens_spans(trace, tokens, model, tokenizer)
+                assert group["scores"][k] == trace.reward
+                assert group["messages"][k][1] == {
+                    "role": "user",
+                    "content": trace.messages[1].content,
+                    "reward": None,
+                }
 
 
 @pytest.mark.slow
@@ -260,7 +292,7 @@ def test_episodes_whose_prompts_do_not_extend_are_exported_turn_by_turn(tmp_path
         assert row["prompt_ids"] == request.prompt_ids
         assert row["completion_ids"] == request.completion_ids
         assert row["env_mask"] == [1] * len(request.completion_ids)
-    assert "3 exact, 0 retokenized, 3 split by turn" in result.stderr
+    assert "3 exact, 0 retokenized; 0 as one sequence, 3 turn by turn" in result.stderr
 
 
 def test_a_trace_without_ids_needs_a_tokenizer(tmp_path: Path) -> None:
@@ -452,3 +484,39 @@ def test_a_gguf_file_tokenizes_with_llama_cpps_own_tokenizer(tmp_path: Path) -> 
             assert trace.messages[2].content in tok.decode(row["input_ids"])
     finally:
         tok.close()
+
+
+TOOLS_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\n{{ messages[0]['content'] }}\n<tools>"
+    "{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}\n</tools><|im_end|>\n"
+    "{%- else %}<|im_start|>system\n{{ messages[0]['content'] }}<|im_end|>\n{%- endif %}\n"
+    "{%- for message in messages %}{% if loop.first %}{% continue %}{% endif %}\n"
+    "<|im_start|>{{ message.role }}\n"
+    "{% if message.role == 'assistant' %}{% generation %}{{ message.content }}"
+    "{% for call in message.tool_calls or [] %}<tool_call>\n{{ call.function | tojson }}\n"
+    "</tool_call>{% endfor %}<|im_end|>{% endgeneration %}\n"
+    "{% else %}{{ message.content }}<|im_end|>\n{% endif %}\n"
+    "{%- endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.mark.slow
+def test_a_tokenizer_directory_renders_and_encodes_as_transformers_does(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from tests.traces_factory import native_tools_trace
+    from tracegen.export.tokens import template_messages
+    from tracegen.modes.native_tools import PYTHON_TOOL
+
+    path = make_tokenizer(tmp_path / "tok", template=TOOLS_TEMPLATE)
+    ours, theirs = load_tokenizer(path), AutoTokenizer.from_pretrained(str(path))
+    for trace in (native_tools_trace(0), inline_tools_trace(1), tool_feedback_trace(2)):
+        messages = template_messages(trace)
+        for k in range(2, len(messages) + 1):
+            for generation in (True, False):
+                kwargs = {"add_generation_prompt": generation, "tools": [PYTHON_TOOL]}
+                expected = theirs.apply_chat_template(messages[:k], tokenize=False, **kwargs)
+                assert ours.render(messages[:k], **kwargs) == expected
+                ids = theirs.encode(expected, add_special_tokens=False)
+                assert ours.encode(expected) == ids
+                assert ours.decode(ids) == theirs.decode(ids)

@@ -124,8 +124,7 @@ class TokenCounts:
             f"converted {self.traces} traces ({options.fmt}) to {made} → "
             f"{', '.join(self.outputs)}: {self.exact} exact, {self.retokenized} retokenized"
         )
-        if self.split:
-            text += f", {self.split} split by turn"
+        text += f"; {self.traces - self.split} as one sequence, {self.split} turn by turn"
         if self.truncated:
             text += f", {self.truncated} records truncated to --max-length {options.max_length}"
         skipped = []

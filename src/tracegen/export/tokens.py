@@ -278,6 +278,11 @@ def _template_message(message: ChatMessage) -> Message:
     return row
 
 
+def template_messages(trace: Trace) -> list[Message]:
+    """The trace's messages as a chat template reads them (thinking put back in the text)."""
+    return [_template_message(m) for m in trace.messages]
+
+
 def _tools(trace: Trace) -> list[dict[str, Any]] | None:
     """The tools the model was offered (native-tools' python tool)."""
     if trace.mode != "native-tools":
@@ -325,7 +330,7 @@ def _closing(tokenizer: Tokenizer, rendered: str, head: str, message: ChatMessag
 
 def retokenized_requests(trace: Trace, tokenizer: Tokenizer) -> list[ModelRequest]:
     """Model requests rebuilt from the messages with ``tokenizer`` (see the module docstring)."""
-    messages = [_template_message(m) for m in trace.messages]
+    messages = template_messages(trace)
     tools = _tools(trace)
     steps = _steps_by_message(trace)
     encoder = _Encoder(tokenizer)
