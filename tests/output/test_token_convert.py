@@ -400,6 +400,7 @@ def test_records_truncated_to_nothing_the_model_wrote_are_skipped(
         (["--rl", "grpo"], "--rl grpo: expected one of trl, atropos"),
         (["--rl", "trl", "--chat-format"], "choose exactly one of"),
         (["--rl", "trl", "--tokenized"], "choose exactly one of"),
+        (["--tokenized", "--keep-logprobs"], "--keep-logprobs applies to --chat-format"),
         (["--rl", "trl", "--max-length", "8"], "--max-length applies to --tokenized only"),
         (["--chat-format", "--require-exact"], "--require-exact applies to --rl and --tokenized"),
         (["--tokenized", "--tokenizer", "nowhere"], "nowhere: no such tokenizer"),

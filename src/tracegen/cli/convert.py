@@ -95,7 +95,7 @@ def convert(
         flags |= {"--keep-logprobs": keep_logprobs}
         token_convert_command(
             input=input,
-            fmt=token_format(rl, tokenized, [name for name, on in flags.items() if on]),
+            fmt=token_format(rl, tokenized, flags),
             output=output,
             to_hf=to_hf,
             parquet=parquet,

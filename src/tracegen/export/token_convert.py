@@ -211,13 +211,17 @@ def _hf_rows(path: str, options: TokenOptions) -> Iterator[Row]:
     yield from iter_token_rows(Path(path), options)
 
 
-def token_format(rl: str | None, tokenized: bool, others: list[str]) -> str:
-    """The token format the flags ask for (``rl-trl``, ``rl-atropos``, ``tokenized``)."""
-    chosen = [*others, *([f"--rl {rl}"] if rl else []), *(["--tokenized"] if tokenized else [])]
-    if len(chosen) != 1:
+def token_format(rl: str | None, tokenized: bool, flags: dict[str, bool]) -> str:
+    """The token format the flags ask for (``rl-trl``, ``rl-atropos``, ``tokenized``);
+    ``flags`` are the other formats' flags and options, by name, and whether each was given."""
+    given = [name for name, on in flags.items() if on]
+    formats = [n for n in given if n in ("--chat-format", "--sharegpt", "--training-format")]
+    if formats or (rl is not None and tokenized):
         raise ConfigError(
             "choose exactly one of --chat-format, --sharegpt, --training-format, --rl, --tokenized"
         )
+    if given:
+        raise ConfigError(f"{given[0]} applies to --chat-format, --sharegpt, --training-format")
     if rl is not None and rl not in RL_FRAMEWORKS:
         raise ConfigError(f"--rl {rl}: expected one of {', '.join(RL_FRAMEWORKS)}")
     return f"rl-{rl}" if rl else "tokenized"
