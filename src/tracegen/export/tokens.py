@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracegen.errors import ConfigError
+from tracegen.export.formats import _steps_by_message
 from tracegen.schema import ChatMessage, Step, Trace
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ def piece_texts(
         if message.thinking and step.kind == "think" and step.text == message.thinking:
             per_piece[0].insert(0, step.text)
             continue
-        at = message.content.find(step.text, pos)
+        at = _find_outside(message.content, step.text, pos, spans)
         if at < 0:
             continue
         pos = at + len(step.text)
@@ -156,12 +157,15 @@ def piece_texts(
     return per_piece
 
 
-def _steps_by_message(trace: Trace) -> dict[int, list[Step]]:
-    by_message: dict[int, list[Step]] = defaultdict(list)
-    for step in trace.steps:
-        if step.message_index is not None:
-            by_message[step.message_index].append(step)
-    return by_message
+def _find_outside(text: str, sub: str, pos: int, spans: list[tuple[int, int]]) -> int:
+    """The first ``sub`` in ``text`` from ``pos`` that lies in no span (-1: none)."""
+    at = text.find(sub, pos)
+    while at >= 0:
+        inside = next((end for start, end in spans if at < end and at + len(sub) > start), None)
+        if inside is None:
+            return at
+        at = text.find(sub, inside)
+    return at
 
 
 def found_in_order(decoded: list[str], texts: Sequence[str]) -> str | None:
