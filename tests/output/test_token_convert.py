@@ -521,3 +521,18 @@ def test_a_tokenizer_directory_renders_and_encodes_as_transformers_does(tmp_path
                 ids = theirs.encode(expected, add_special_tokens=False)
                 assert ours.encode(expected) == ids
                 assert ours.decode(ids) == theirs.decode(ids)
+
+
+def test_a_request_without_logprobs_leaves_trl_none_and_atropos_its_filler(tmp_path: Path) -> None:
+    trace = inline_tools(ChatmlModel(make_tokenizer(tmp_path / "tok")))
+    trace.token_requests[1].logprobs = None
+    trace_file = write_traces(tmp_path / "t.jsonl", [trace])
+    assert convert(trace_file, "--rl", "trl").returncode == 0
+    assert convert(trace_file, "--rl", "atropos").returncode == 0
+    (row,) = rows_of(tmp_path / "t.rl-trl.jsonl")
+    assert row["logprobs"] is None
+    (group,) = rows_of(tmp_path / "t.rl-atropos.jsonl")
+    logprobs, masks = group["inference_logprobs"][0], group["masks"][0]
+    sampled = [lp for lp, m in zip(logprobs, masks, strict=True) if m != -100]
+    first, second = trace.token_requests
+    assert sampled == (first.logprobs or []) + [1.0] * len(second.completion_ids)

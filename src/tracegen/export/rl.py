@@ -50,7 +50,7 @@ def trl_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) -> Row
         "token_source": episode.source,
         "prompt_ids": sequence.prompt_ids,
         "completion_ids": sequence.completion_ids,
-        "logprobs": sequence.logprobs,
+        "logprobs": None if None in sequence.logprobs else sequence.logprobs,
         "env_mask": sequence.env_mask,
     }
     return row
@@ -112,9 +112,9 @@ def atropos_sample(trace: Trace, episode: TokenEpisode, sequence: TokenSequence)
     masks = prompt + [
         t if m else MASKED for t, m in zip(sequence.completion_ids, sequence.env_mask, strict=True)
     ]
-    sampled = sequence.logprobs or [MASKED_LOGPROB] * len(sequence.completion_ids)
     logprobs = [MASKED_LOGPROB] * len(prompt) + [
-        lp if m else MASKED_LOGPROB for lp, m in zip(sampled, sequence.env_mask, strict=True)
+        MASKED_LOGPROB if lp is None or not m else lp
+        for lp, m in zip(sequence.logprobs, sequence.env_mask, strict=True)
     ]
     return {
         "problem_id": trace.problem_id,

@@ -70,24 +70,21 @@ class TokenSequence:
     """A prompt and, after it, every model-sampled id with what tracegen fed back between.
 
     ``env_mask`` is 1 on model-sampled ids; ``logprobs`` is aligned with ``completion_ids``
-    (``0.0`` on ids tracegen wrote), or None when some sampled id has no logprob. ``turn`` is
-    the request's number when the episode is exported turn by turn.
+    (``0.0`` on ids tracegen wrote, None on a sampled id the backend gave no logprob for).
+    ``turn`` is the request's number when the episode is exported turn by turn.
     """
 
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] | None = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     turn: int | None = None
 
     def add(self, ids: Sequence[int], model: bool, logprobs: Sequence[float] | None) -> None:
         self.completion_ids += ids
         self.env_mask += [int(model)] * len(ids)
-        if self.logprobs is not None and logprobs is not None:
-            self.logprobs += logprobs
-        else:
-            self.logprobs = None
+        self.logprobs += [None] * len(ids) if logprobs is None else logprobs
 
 
 @dataclass
