@@ -14,6 +14,7 @@ import pytest
 
 from tests.output.conftest import write_traces
 from tests.support.token_traces import (
+    SLOW_SOURCES,
     SOURCES,
     ChatmlModel,
     TraceSource,
@@ -30,10 +31,28 @@ from tracegen.schema import TokenRequest, Trace
 Row = dict[str, Any]
 
 
-@pytest.fixture(params=sorted(SOURCES))
-def source(request: pytest.FixtureRequest, tmp_path: Path) -> TraceSource:
-    """Traces with exact ids, from each trace source (see `tests.support.token_traces`)."""
-    return SOURCES[request.param](tmp_path)
+@pytest.fixture(scope="module")
+def made() -> dict[str, TraceSource]:
+    """The trace sources made so far in this module, by name."""
+    return {}
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=[pytest.mark.slow] if name in SLOW_SOURCES else [])
+        for name in sorted(SOURCES)
+    ]
+)
+def source(
+    request: pytest.FixtureRequest,
+    made: dict[str, TraceSource],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> TraceSource:
+    """Traces with exact ids, from each trace source (see `tests.support.token_traces`),
+    made once per module."""
+    if request.param not in made:
+        made[request.param] = SOURCES[request.param](tmp_path_factory.mktemp(request.param))
+    return made[request.param]
 
 
 @pytest.fixture
@@ -434,6 +453,8 @@ def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: 
     dataset = datasets.load_from_disk(str(hf)).select_columns(
         ["input_ids", "attention_mask", "assistant_masks"]
     )
+    if not source.tokenizer.is_dir():
+        pytest.skip("SFTTrainer takes a Hugging Face tokenizer; this source's is a GGUF")
     tokenizer = AutoTokenizer.from_pretrained(str(source.tokenizer))
     torch.manual_seed(0)
     config = LlamaConfig(

