@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import orjson
 import pytest
 
 from tests.output.conftest import write_traces
+from tests.support.measure import run_measured
 from tests.support.token_traces import (
     SLOW_SOURCES,
     SOURCES,
@@ -20,6 +22,8 @@ from tests.support.token_traces import (
     TraceSource,
     inline_tools,
     make_tokenizer,
+    numbered,
+    padded,
     tool_feedback,
 )
 from tests.traces_factory import inline_tools_trace, markers_trace, tool_feedback_trace
@@ -564,3 +568,23 @@ def test_a_request_without_logprobs_leaves_trl_none_and_atropos_its_filler(tmp_p
     sampled = [lp for lp, m in zip(logprobs, masks, strict=True) if m != -100]
     first, second = trace.token_requests
     assert sampled == (first.logprobs or []) + [1.0] * len(second.completion_ids)
+
+
+@pytest.mark.slow
+def test_atropos_parquet_holds_one_group_whatever_the_number_of_problems(
+    tmp_path: Path,
+) -> None:
+    model = ChatmlModel(make_tokenizer(tmp_path / "tok"))
+    rows = padded([tool_feedback(model, 0), inline_tools(model, 1)], 40)
+    peaks = []
+    for problems in (10, 100):
+        trace_file = tmp_path / f"{problems}.jsonl"
+        lines = numbered(rows, problems)
+        trace_file.write_bytes(b"".join(next(lines) for _ in range(5 * problems)))
+        args = [sys.executable, "-m", "tracegen", "convert", str(trace_file), "--rl", "atropos"]
+        args += ["--parquet", str(tmp_path / f"{problems}.parquet")]
+        run = run_measured(args, env=dict(os.environ), cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        assert f": {problems} groups of" in run.stderr
+        peaks.append(run.peak_mb)
+    assert peaks[1] < 1.15 * peaks[0], peaks

@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -237,6 +238,30 @@ def inline_tools(model: ChatmlModel, i: int = 0, problem_id: str = "add") -> Tra
         prefill=True,
     )
     return episode.trace(f"inline-{i}", "inline-tools", problem_id, i, 0.5 if i % 2 else 1.0)
+
+
+def padded(traces: list[Trace], pad: int) -> list[dict[str, Any]]:
+    """The traces as JSON objects, each completion's ids and logprobs repeated ``pad`` times:
+    longer turns whose model text is still found in their decoding."""
+    rows = []
+    for trace in traces:
+        row = trace.to_json()
+        for request in row["token_requests"]:
+            request["completion_ids"] = request["completion_ids"] * pad
+            request["logprobs"] = request["logprobs"] * pad
+        rows.append(row)
+    return rows
+
+
+def numbered(rows: list[dict[str, Any]], problems: int) -> Iterator[bytes]:
+    """Endless trace lines: ``rows`` in turn, the k-th with id ``t{k}``, sample ``k`` and
+    problem ``p{k % problems}``."""
+    k = 0
+    while True:
+        row = rows[k % len(rows)]
+        row["id"], row["problem_id"], row["sample"] = f"t{k}", f"p{k % problems}", k
+        yield orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+        k += 1
 
 
 @dataclass(frozen=True)

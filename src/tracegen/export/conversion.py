@@ -16,6 +16,9 @@ from typing import Any, Protocol
 from tracegen.schema import Step, Trace
 
 Row = dict[str, Any]
+BATCH_ROWS = 100
+"""Records converted and written together into Parquet or Arrow (a row group, a record
+batch), unless a format says fewer; JSONL alone is written a record at a time."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ class Builder(Protocol):
     @property
     def reads_logprobs(self) -> bool:
         """Whether the traces' logprobs must be read (they are most of a trace's bytes)."""
+        ...
+
+    @property
+    def batch_rows(self) -> int:
+        """Records written together into Parquet or Arrow (`BATCH_ROWS`, or fewer when a
+        record is large: a group)."""
         ...
 
     def rows(self, trace: Trace) -> Iterable[Row]:

@@ -40,10 +40,6 @@ from tracegen.jsonl import (
 )
 from tracegen.schema import Trace
 
-BATCH_ROWS = 100
-"""Records converted and written together into Parquet or Arrow (a row group, a record
-batch); JSONL alone is written a record at a time."""
-
 
 class _SkippedTurn(BaseModel):
     """A turn of logprobs read past: its tokens are never built."""
@@ -149,7 +145,7 @@ def convert_file(
             stack.callback(output.close)
             outputs.append(output)
         rows = builder.gather(iter_converted(source, builder, options, counts))
-        size = BATCH_ROWS if ARROW_OUTPUTS & targets.keys() else 1
+        size = builder.batch_rows if ARROW_OUTPUTS & targets.keys() else 1
         while chunk := list(islice(rows, size)):
             batch = Batch(chunk, feats)
             for output in outputs:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, get_args
 import orjson
 
 from tracegen.export.conversion import (
+    BATCH_ROWS,
     ConvertCounts,
     ConvertOptions,
     Row,
@@ -259,6 +260,7 @@ class TextBuilder:
 
     fmt: TextFormat
     options: ConvertOptions
+    batch_rows: int = BATCH_ROWS
 
     @property
     def reads_logprobs(self) -> bool:

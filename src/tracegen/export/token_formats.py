@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracegen.export.conversion import ConvertCounts, ConvertOptions, Row, Skipped
+from tracegen.export.conversion import BATCH_ROWS, ConvertCounts, ConvertOptions, Row, Skipped
 from tracegen.export.rl import (
     atropos_features,
     atropos_groups,
@@ -67,6 +67,9 @@ class TokenBuilder:
         self._options = options
         self._counts = counts
         self._tokenizer = load_tokenizer(options.tokenizer) if options.tokenizer else None
+        # A group (every sample of a problem) is written alone: a batch of groups would
+        # hold a share of the file that grows with it.
+        self.batch_rows = 1 if fmt.group is not None else BATCH_ROWS
         self.exact = self.retokenized = self.split = 0
         self.records = self.truncated = self.groups = 0
 
