@@ -10,7 +10,8 @@ import pytest
 
 from tests.fake_ollama import Reply
 from tests.modes.conftest import RIGHT, TWICE, WRONG, Episodes
-from tracegen.export.formats import convert_trace
+from tracegen.export.conversion import ConvertOptions
+from tracegen.export.formats import TRAINING
 from tracegen.modes.native_tools import PYTHON_TOOL
 
 TEST_RIGHT = RIGHT + "\nprint(add(1, 2), add(-4, 1))"
@@ -312,7 +313,7 @@ async def test_native_tools_training_format_tells_why_an_unreadable_call_got_no_
     trace = await episodes.run(
         "native-tools", broken, native_call(TEST_RIGHT), f"```python\n{RIGHT}\n```"
     )
-    folded = convert_trace(trace, "training")["messages"][1]["content"]
+    folded = TRAINING.row(trace, ConvertOptions("training"))["messages"][1]["content"]
     before, notice, after = folded.partition("<error>Your tool call could not be parsed")
     assert before.startswith(broken) and notice
     assert -1 < after.find("</error>") < after.find("<tool_call>")

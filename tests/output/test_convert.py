@@ -17,7 +17,8 @@ from tests.traces_factory import (
     tool_feedback_trace,
 )
 from tracegen.cli import app
-from tracegen.export.formats import convert_trace, escape_tags, unescape_tags
+from tracegen.export.conversion import ConvertOptions
+from tracegen.export.formats import CHAT, SHAREGPT, TRAINING, escape_tags, unescape_tags
 from tracegen.jsonl import iter_lines
 from tracegen.schema import Trace
 
@@ -61,7 +62,7 @@ def test_every_mode_shape_converts_and_loads_back_with_datasets(
 
 
 def test_chat_format_keeps_roles_and_tool_calls_as_json_strings() -> None:
-    row = convert_trace(native_tools_trace(), "chat")
+    row = CHAT.row(native_tools_trace(), ConvertOptions("chat"))
     roles = [m["role"] for m in row["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
     call = row["messages"][2]["tool_calls"][0]
@@ -72,7 +73,7 @@ def test_chat_format_keeps_roles_and_tool_calls_as_json_strings() -> None:
 
 
 def test_reasoning_field_moves_thinking_out_of_the_text() -> None:
-    row = convert_trace(native_tools_trace(), "chat", reasoning_field=True)
+    row = CHAT.row(native_tools_trace(), ConvertOptions("chat", reasoning_field=True))
     last = row["messages"][4]
     assert last["reasoning_content"] == "It works."
     assert "<think>" not in last["content"]
@@ -80,7 +81,7 @@ def test_reasoning_field_moves_thinking_out_of_the_text() -> None:
 
 
 def test_sharegpt_uses_hermes_roles_and_tags() -> None:
-    row = convert_trace(native_tools_trace(), "sharegpt")
+    row = SHAREGPT.row(native_tools_trace(), ConvertOptions("sharegpt"))
     turns = row["conversations"]
     assert [t["from"] for t in turns] == ["system", "human", "gpt", "tool", "gpt"]
     assert "<tool_call>\n" in turns[2]["value"]
@@ -91,7 +92,8 @@ def test_sharegpt_uses_hermes_roles_and_tags() -> None:
 
 
 def test_sharegpt_escapes_tags_inside_code_and_tool_output() -> None:
-    value = convert_trace(inline_tools_trace(tricky=True), "sharegpt")["conversations"][2]["value"]
+    row = SHAREGPT.row(inline_tools_trace(tricky=True), ConvertOptions("sharegpt"))
+    value = row["conversations"][2]["value"]
     assert value.count("</tool_response>") == 1
     assert value.count("</code>") == 1
     assert value.count("</tool_call>") == 1
@@ -117,7 +119,7 @@ def test_tag_escaping_round_trips_and_leaves_comparisons_alone(text: str) -> Non
 
 def test_training_format_folds_the_trace_into_one_assistant_message() -> None:
     trace = tool_feedback_trace()
-    messages = convert_trace(trace, "training")["messages"]
+    messages = TRAINING.row(trace, ConvertOptions("training"))["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[0]["content"] == trace.messages[1].content
     folded = messages[1]["content"]
@@ -152,12 +154,12 @@ def test_failed_episodes_and_filtered_traces_are_skipped_and_counted(
 
 def test_keep_logprobs_carries_tokens_pointing_at_output_messages() -> None:
     trace = native_tools_trace()
-    chat = convert_trace(trace, "chat", keep_logprobs=True)
+    chat = CHAT.row(trace, ConvertOptions("chat", keep_logprobs=True))
     assert [t["message_index"] for t in chat["logprobs"]] == [2, 4]
     assert chat["logprobs"][0]["tokens"][0]["token"] == "def"
-    training = convert_trace(trace, "training", keep_logprobs=True)
+    training = TRAINING.row(trace, ConvertOptions("training", keep_logprobs=True))
     assert {t["message_index"] for t in training["logprobs"]} == {1}
-    assert "logprobs" not in convert_trace(trace, "chat")
+    assert "logprobs" not in CHAT.row(trace, ConvertOptions("chat"))
 
 
 def test_default_output_is_beside_the_input_and_a_rerun_replaces_it(

@@ -9,6 +9,8 @@ import typer
 
 from tracegen.cli.app import app
 
+TOKENS = "Token ids (RL, tokenized SFT)"
+
 
 @app.command()
 def convert(
@@ -43,20 +45,63 @@ def convert(
     keep_logprobs: Annotated[
         bool, typer.Option("--keep-logprobs", help="Carry token logprobs through.")
     ] = False,
+    rl: Annotated[
+        str | None,
+        typer.Option(
+            "--rl",
+            help="RL rollouts as token ids: trl (GRPOTrainer rollout_func) or atropos "
+            "(ScoredDataGroup per problem).",
+            rich_help_panel=TOKENS,
+        ),
+    ] = None,
+    tokenized: Annotated[
+        bool,
+        typer.Option(
+            "--tokenized",
+            help="input_ids + assistant_masks for SFTTrainer (model tokens only).",
+            rich_help_panel=TOKENS,
+        ),
+    ] = False,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer",
+            help="Hugging Face tokenizer directory or .gguf file, for traces without token ids.",
+            rich_help_panel=TOKENS,
+        ),
+    ] = None,
+    require_exact: Annotated[
+        bool,
+        typer.Option(
+            "--require-exact",
+            help="Skip traces without the backend's exact token ids.",
+            rich_help_panel=TOKENS,
+        ),
+    ] = False,
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            "--max-length", help="Cut --tokenized records to N tokens.", rich_help_panel=TOKENS
+        ),
+    ] = None,
 ) -> None:
-    """Turn traces into chat, ShareGPT or single-message training files, JSONL/HF/Parquet."""
+    """Turn traces into chat, ShareGPT, single-message, RL or tokenized training data,
+    JSONL/HF/Parquet."""
     from tracegen.export.convert import convert_command
 
+    asked = {"--chat-format": chat_format, "--sharegpt": sharegpt}
+    asked |= {"--training-format": training_format, "--tokenized": tokenized}
     convert_command(
         input=input,
+        formats=[flag for flag, on in asked.items() if on] + ([f"--rl {rl}"] if rl else []),
         output=output,
-        chat_format=chat_format,
-        sharegpt=sharegpt,
-        training_format=training_format,
         to_hf=to_hf,
         parquet=parquet,
         only_success=only_success,
         only_ideal=only_ideal,
         reasoning_field=reasoning_field,
         keep_logprobs=keep_logprobs,
+        tokenizer=tokenizer,
+        require_exact=require_exact,
+        max_length=max_length,
     )

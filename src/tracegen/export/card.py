@@ -30,7 +30,7 @@ SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_
 
 
 class ConvertOptions(Protocol):
-    """What `convert` was asked to do (`tracegen.export.convert.ConvertOptions`)."""
+    """What `convert` was asked to do (`tracegen.export.conversion.ConvertOptions`)."""
 
     @property
     def fmt(self) -> str: ...
@@ -42,14 +42,19 @@ class ConvertOptions(Protocol):
     def reasoning_field(self) -> bool: ...
     @property
     def keep_logprobs(self) -> bool: ...
+    @property
+    def tokenizer(self) -> Path | None: ...
+    @property
+    def max_length(self) -> int | None: ...
 
 
 class ConvertCounts(Protocol):
-    """What `convert` skipped (`tracegen.export.convert.ConvertCounts`)."""
+    """What `convert` skipped (`tracegen.export.conversion.ConvertCounts`)."""
 
     failed: int
     filtered: int
     incomplete: int
+    skipped: Counter[str]
 
 
 class _Line(msgspec.Struct):
@@ -144,26 +149,33 @@ class DatasetRows:
     """What the written dataset holds, read back from its columns."""
 
     rows: int
-    success: int
-    ideal: int
+    success: int | None
+    ideal: int | None
     modes: Counter[str]
 
 
 def read_rows(directory: Path) -> DatasetRows:
+    """Its rows, and the successes, ideal rows and modes among them where it has those
+    columns (a format of grouped samples has none)."""
     import datasets
 
     dataset = datasets.load_from_disk(str(directory))
-    columns = dataset.select_columns(["mode", "success", "is_ideal"]).to_dict()
+    names = [n for n in ("mode", "success", "is_ideal") if n in dataset.column_names]
+    columns = dataset.select_columns(names).to_dict()
     return DatasetRows(
         rows=len(dataset),
-        success=sum(columns["success"]),
-        ideal=sum(columns["is_ideal"]),
-        modes=Counter(columns["mode"]),
+        success=sum(columns["success"]) if "success" in columns else None,
+        ideal=sum(columns["is_ideal"]) if "is_ideal" in columns else None,
+        modes=Counter(columns.get("mode", [])),
     )
 
 
 def _rate(part: int, whole: int) -> str:
     return f"{part / whole:.1%}" if whole else "–"
+
+
+def _share(name: str, part: int | None, whole: int) -> str:
+    return f"{name}: –" if part is None else f"{name}: {part:,} ({_rate(part, whole)})"
 
 
 def _size(rows: int) -> str:
@@ -195,6 +207,11 @@ def _filters(options: ConvertOptions, counts: ConvertCounts) -> list[str]:
         lines.append("- thinking kept in `reasoning_content` (`--reasoning-field`)")
     if options.keep_logprobs:
         lines.append("- token logprobs kept (`--keep-logprobs`)")
+    if options.tokenizer is not None:
+        lines.append(f"- traces without token ids tokenized with `{options.tokenizer}`")
+    if options.max_length is not None:
+        lines.append(f"- records cut to {options.max_length:,} tokens (`--max-length`)")
+    lines += [f"- {reason}: {n:,} skipped" for reason, n in counts.skipped.items()]
     return lines
 
 
@@ -226,8 +243,10 @@ def render_card(
     steps: list[dict[str, Any]],
     options: ConvertOptions,
     counts: ConvertCounts,
+    fields: str,
 ) -> str:
-    """The card's text: YAML metadata, then the provenance in Markdown."""
+    """The card's text: YAML metadata, then the provenance in Markdown; ``fields`` says
+    what a row of the format holds."""
     meta = yaml.safe_dump(metadata(rows, source, options.fmt), sort_keys=False)
     hashes = []
     for digest, n in source.settings.most_common():
@@ -252,8 +271,7 @@ def render_card(
         "## Contents",
         "",
         f"- rows: {rows.rows:,} (format `{options.fmt}`)",
-        f"- success: {rows.success:,} ({_rate(rows.success, rows.rows)}), "
-        f"ideal: {rows.ideal:,} ({_rate(rows.ideal, rows.rows)})",
+        f"- {_share('success', rows.success, rows.rows)}, {_share('ideal', rows.ideal, rows.rows)}",
         f"- modes: {_listing(rows.modes)}",
         "",
         "## Provenance",
@@ -281,17 +299,19 @@ def render_card(
         "",
         "## Fields",
         "",
-        "Every row keeps `id`, `problem_id`, `sample`, `mode`, `model`, `score`, `success`,",
-        "`is_ideal` and `reward`. Blocks written by tracegen rather than the model",
-        "(`<result>`, `<error>`, `<tool_response>`) are inside assistant text in some formats:",
-        "mask them from the loss when training.",
+        fields,
         "",
     ]
     return "\n".join(parts)
 
 
 def write_card(
-    directory: Path, source_path: Path, options: ConvertOptions, counts: ConvertCounts
+    directory: Path,
+    source_path: Path,
+    options: ConvertOptions,
+    counts: ConvertCounts,
+    *,
+    fields: str,
 ) -> Path:
     """Write ``README.md`` into the dataset ``directory``; return its path."""
     text = render_card(
@@ -302,6 +322,7 @@ def write_card(
         read_steps(source_path),
         options,
         counts,
+        fields,
     )
     path = directory / CARD
     path.write_text(text, encoding="utf-8")

@@ -1,7 +1,8 @@
-"""`tracegen convert`: stream traces into chat, ShareGPT or single-message training files.
+"""`tracegen convert`: stream traces into training records of one format (see
+`tracegen.export.registry`): chat, ShareGPT, single-message, RL rollouts, tokenized SFT.
 
 One pass over the input feeds every output asked for (see `tracegen.export.outputs`).
-Logprobs, most of a trace's bytes, are skipped while reading unless ``--keep-logprobs``.
+Logprobs, most of a trace's bytes, are skipped while reading unless the format reads them.
 Each output is written to a temporary name and renamed when complete, so a failed
 conversion leaves no half-written file and a second run replaces the first.
 """
@@ -11,19 +12,25 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cache
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from tracegen.errors import ConfigError, InputFileError, OutputError
 from tracegen.export.card import write_card
-from tracegen.export.formats import Format, Row, convert_trace, features, is_convertible
+from tracegen.export.conversion import (
+    Builder,
+    ConvertCounts,
+    ConvertOptions,
+    Row,
+    Skipped,
+    is_convertible,
+)
 from tracegen.export.outputs import ARROW_OUTPUTS, OUTPUTS, Batch, Output, OutputKind
+from tracegen.export.registry import FORMATS, check_options, choose_format
 from tracegen.jsonl import (
     iter_lines,
     iter_raw_lines,
@@ -32,13 +39,6 @@ from tracegen.jsonl import (
     validate,
 )
 from tracegen.schema import Trace
-
-if TYPE_CHECKING:
-    from datasets import Features
-
-BATCH_ROWS = 100
-"""Records converted and written together into Parquet or Arrow (a row group, a record
-batch); JSONL alone is written a record at a time."""
 
 
 class _SkippedTurn(BaseModel):
@@ -53,48 +53,20 @@ class _TraceWithoutLogprobs(Trace):
     logprobs: list[_SkippedTurn] = Field(default_factory=list)  # type: ignore[assignment]
 
 
-@dataclass(frozen=True)
-class ConvertOptions:
-    """What `tracegen convert` keeps and how it shapes each record."""
-
-    fmt: Format
-    only_success: bool = False
-    only_ideal: bool = False
-    reasoning_field: bool = False
-    keep_logprobs: bool = False
-
-
-@dataclass
-class ConvertCounts:
-    converted: int = 0
-    failed: int = 0
-    filtered: int = 0
-    incomplete: int = 0
-    outputs: list[str] = field(default_factory=list)
-
-    def summary(self, options: ConvertOptions) -> str:
-        skipped = []
-        if self.failed:
-            skipped.append(f"{self.failed} failed episodes")
-        if self.filtered:
-            flag = "--only-ideal" if options.only_ideal else "--only-success"
-            skipped.append(f"{self.filtered} filtered by {flag}")
-        if self.incomplete:
-            skipped.append(f"{self.incomplete} without an assistant turn")
-        text = f"converted {self.converted} traces ({options.fmt}) → {', '.join(self.outputs)}"
-        return text + (f"; skipped {', '.join(skipped)}" if skipped else "")
-
-
-def iter_traces(path: Path, *, keep_logprobs: bool) -> Iterator[Trace]:
-    """The traces of ``path``, validated; their logprobs only when ``keep_logprobs``."""
+def iter_traces(path: Path, *, keep_logprobs: bool) -> Iterator[tuple[int, Trace]]:
+    """The traces of ``path`` with their line numbers, validated; their logprobs only when
+    ``keep_logprobs``."""
     model = Trace if keep_logprobs else _TraceWithoutLogprobs
     for lineno, raw in iter_raw_lines(path):
-        yield validate(raw, model, path, lineno, name="Trace")
+        yield lineno, validate(raw, model, path, lineno, name="Trace")
 
 
-def iter_converted(path: Path, options: ConvertOptions, counts: ConvertCounts) -> Iterator[Row]:
-    """Output records of the traces in ``path`` that pass the filters, one at a time."""
-    for trace in iter_traces(path, keep_logprobs=options.keep_logprobs):
+def iter_converted(
+    path: Path, builder: Builder, options: ConvertOptions, counts: ConvertCounts
+) -> Iterator[Row]:
+    """The records ``builder`` makes of the traces in ``path`` that pass the filters, one at
+    a time (before `Builder.gather`)."""
+    for lineno, trace in iter_traces(path, keep_logprobs=builder.reads_logprobs):
         if trace.error is not None:
             counts.failed += 1
         elif (options.only_success and not trace.success) or (
@@ -104,13 +76,15 @@ def iter_converted(path: Path, options: ConvertOptions, counts: ConvertCounts) -
         elif not is_convertible(trace):
             counts.incomplete += 1
         else:
+            try:
+                rows = builder.rows(trace)
+            except Skipped as why:
+                counts.skip(trace, why)
+                continue
+            except ConfigError as e:
+                raise ConfigError(f"{path}:{lineno}: {e}") from None
             counts.converted += 1
-            yield convert_trace(
-                trace,
-                options.fmt,
-                reasoning_field=options.reasoning_field,
-                keep_logprobs=options.keep_logprobs,
-            )
+            yield from rows
 
 
 @contextlib.contextmanager
@@ -159,42 +133,28 @@ def convert_file(
 ) -> ConvertCounts:
     """Write the records of ``source`` to every target in one pass; all or none of them."""
     counts = ConvertCounts(outputs=[str(p) for p in targets.values()])
-    feats = cache(lambda: _features(options))
+    fmt = FORMATS[options.fmt]
+    feats = cache(lambda: fmt.features(options))
     with contextlib.ExitStack() as stack:
+        builder = fmt.builder(options, counts)
+        stack.callback(builder.close)
         outputs: list[Output] = []
         for kind, target in targets.items():
             tmp = stack.enter_context(replacing(target))
             output = OUTPUTS[kind](tmp, feats() if kind in ARROW_OUTPUTS else None)
             stack.callback(output.close)
             outputs.append(output)
-        rows = iter_converted(source, options, counts)
-        size = BATCH_ROWS if ARROW_OUTPUTS & targets.keys() else 1
+        rows = builder.gather(iter_converted(source, builder, options, counts))
+        size = builder.batch_rows if ARROW_OUTPUTS & targets.keys() else 1
         while chunk := list(islice(rows, size)):
             batch = Batch(chunk, feats)
             for output in outputs:
                 output.write(batch)
+        counts.detail = builder.summary()
     return counts
 
 
-def _features(options: ConvertOptions) -> Features:
-    return features(
-        options.fmt, reasoning_field=options.reasoning_field, keep_logprobs=options.keep_logprobs
-    )
-
-
-def _choose_format(chat_format: bool, sharegpt: bool, training_format: bool) -> Format:
-    flags: dict[Format, bool] = {
-        "chat": chat_format,
-        "sharegpt": sharegpt,
-        "training": training_format,
-    }
-    chosen = [name for name, on in flags.items() if on]
-    if len(chosen) != 1:
-        raise ConfigError("choose exactly one of --chat-format, --sharegpt, --training-format")
-    return chosen[0]
-
-
-def default_output(source: Path, fmt: Format) -> Path:
+def default_output(source: Path, fmt: str) -> Path:
     """``traces.jsonl`` → ``traces.chat.jsonl`` beside it."""
     name = source.name.removesuffix(".gz").removesuffix(".jsonl")
     return source.with_name(f"{name}.{fmt}.jsonl")
@@ -203,28 +163,42 @@ def default_output(source: Path, fmt: Format) -> Path:
 def convert_command(
     *,
     input: Path,
+    formats: list[str],
     output: Path | None = None,
-    chat_format: bool = False,
-    sharegpt: bool = False,
-    training_format: bool = False,
     to_hf: Path | None = None,
     parquet: Path | None = None,
     only_success: bool = False,
     only_ideal: bool = False,
     reasoning_field: bool = False,
     keep_logprobs: bool = False,
+    tokenizer: Path | None = None,
+    require_exact: bool = False,
+    max_length: int | None = None,
 ) -> ConvertCounts:
-    """Convert ``input`` to every requested output; print a one-line summary on stderr."""
-    fmt = _choose_format(chat_format, sharegpt, training_format)
-    if reasoning_field and fmt != "chat":
-        raise ConfigError("--reasoning-field applies to --chat-format only")
+    """Convert ``input`` to every requested output in the one format ``formats`` names by
+    flag (``--chat-format``, ``--rl trl``…); print a one-line summary on stderr."""
+    fmt = choose_format(formats)
+    given = {"--reasoning-field": reasoning_field, "--keep-logprobs": keep_logprobs}
+    given |= {"--tokenizer": tokenizer is not None, "--require-exact": require_exact}
+    check_options(fmt, given | {"--max-length": max_length is not None})
+    if max_length is not None and max_length < 1:
+        raise ConfigError(f"--max-length {max_length}: must be at least 1")
     if not input.is_file():
         raise InputFileError(f"{input}: no such file")
     if next(iter_lines(input), None) is None:
         raise InputFileError(f"{input}: holds no traces")
-    options = ConvertOptions(fmt, only_success, only_ideal, reasoning_field, keep_logprobs)
+    options = ConvertOptions(
+        fmt.name,
+        only_success,
+        only_ideal,
+        reasoning_field,
+        keep_logprobs,
+        tokenizer,
+        require_exact,
+        max_length,
+    )
     if output is None and to_hf is None and parquet is None:
-        output = default_output(input, fmt)
+        output = default_output(input, fmt.name)
     asked: dict[OutputKind, Path | None] = {"jsonl": output, "parquet": parquet, "hf": to_hf}
     targets = {kind: path for kind, path in asked.items() if path is not None}
     if any(p.resolve() == input.resolve() for p in targets.values()):
@@ -236,6 +210,6 @@ def convert_command(
         console.print(f"tracegen: warning: {warning}", markup=False, soft_wrap=True)
     counts = convert_file(input, targets, options)
     if "hf" in targets:
-        write_card(targets["hf"], input, options, counts)
+        write_card(targets["hf"], input, options, counts, fields=fmt.fields)
     console.print(counts.summary(options), markup=False, soft_wrap=True)
     return counts

@@ -1,4 +1,7 @@
-"""Trace → training record: OpenAI chat, ShareGPT, or one folded assistant message.
+"""The text formats: a trace as OpenAI chat, ShareGPT, or one folded assistant message.
+
+Each is a `TextFormat`: one record per trace, the kept trace fields, the format's body, and the
+logprobs when ``--keep-logprobs`` keeps them.
 
 Text inside tags is escaped so that a tag written *inside* a block (a ``"</tool_response>"``
 string in code, a tool's output that prints ``</code>``) cannot end it:
@@ -15,19 +18,25 @@ touched; ``a < b`` and ``a<b`` stay as they are. Bodies are found through the tr
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, get_args
 
 import orjson
 
+from tracegen.export.conversion import (
+    BATCH_ROWS,
+    ConvertCounts,
+    ConvertOptions,
+    Row,
+    problem_index,
+    steps_by_message,
+    trace_columns,
+)
 from tracegen.schema import ChatMessage, Step, StepKind, Trace
 
 if TYPE_CHECKING:
     from datasets import Features
-
-Format = Literal["chat", "sharegpt", "training"]
-Row = dict[str, Any]
 
 KEPT_FIELDS = ("id", "problem_id", "sample", "mode", "model", "score", "success", "is_ideal")
 JSON_KINDS = ("tool_call", "tool_response")
@@ -73,14 +82,6 @@ def _escape_bodies(content: str, steps: list[Step]) -> str:
         pos = at + len(step.text)
     out.append(content[pos:])
     return "".join(out)
-
-
-def _steps_by_message(trace: Trace) -> dict[int, list[Step]]:
-    by_message: dict[int, list[Step]] = defaultdict(list)
-    for step in trace.steps:
-        if step.message_index is not None:
-            by_message[step.message_index].append(step)
-    return by_message
 
 
 def _think(thinking: str) -> str:
@@ -146,20 +147,47 @@ def _chat_message(message: ChatMessage, steps: list[Step], reasoning_field: bool
     return row
 
 
-def _problem_index(trace: Trace) -> int | None:
-    return next((i for i, m in enumerate(trace.messages) if m.role == "user"), None)
+def _chat(trace: Trace, options: ConvertOptions) -> Row:
+    steps = steps_by_message(trace)
+    return {
+        "messages": [
+            _chat_message(m, steps[i], options.reasoning_field)
+            for i, m in enumerate(trace.messages)
+        ]
+    }
 
 
-def is_convertible(trace: Trace) -> bool:
-    """A problem (a user turn) and at least one assistant turn after it."""
-    first = _problem_index(trace)
-    return first is not None and any(m.role == "assistant" for m in trace.messages[first:])
+def _chat_columns(options: ConvertOptions) -> dict[str, Any]:
+    from datasets import List, Value
+
+    string = Value("string")
+    call = {"id": string, "type": string, "function": {"name": string, "arguments": string}}
+    message = {"role": string, "content": string, "tool_calls": List(call), "name": string}
+    if options.reasoning_field:
+        message["reasoning_content"] = string
+    return {"messages": List(message)}
 
 
-def _folded(trace: Trace) -> list[Row]:
+def _sharegpt(trace: Trace, options: ConvertOptions) -> Row:
+    steps = steps_by_message(trace)
+    return {
+        "conversations": [
+            {"from": SHAREGPT_ROLES[m.role], "value": _turn_text(m, steps[i])}
+            for i, m in enumerate(trace.messages)
+        ]
+    }
+
+
+def _sharegpt_columns(options: ConvertOptions) -> dict[str, Any]:
+    from datasets import List, Value
+
+    return {"conversations": List({"from": Value("string"), "value": Value("string")})}
+
+
+def _folded(trace: Trace, options: ConvertOptions) -> Row:
     """The problem, then every model turn and system result folded into one message."""
-    steps = _steps_by_message(trace)
-    first = _problem_index(trace) or 0
+    steps = steps_by_message(trace)
+    first = problem_index(trace) or 0
     pieces: list[str] = []
     for i in range(first + 1, len(trace.messages)):
         message = trace.messages[i]
@@ -171,74 +199,86 @@ def _folded(trace: Trace) -> list[Row]:
                 for s in steps[i]
                 if s.source == "system"
             ]
-    return [
+    messages = [
         {"role": "user", "content": trace.messages[first].content},
         {"role": "assistant", "content": "\n".join(p for p in pieces if p)},
     ]
+    return {"messages": messages}
 
 
-def _logprobs(trace: Trace, fmt: Format) -> list[Row]:
-    """Per assistant turn; ``message_index`` points into the output's messages."""
-    rows = [turn.model_dump(mode="json") for turn in trace.logprobs]
-    if fmt == "training":
-        for row in rows:
-            row["message_index"] = 1
-    return rows
+def _folded_columns(options: ConvertOptions) -> dict[str, Any]:
+    from datasets import List, Value
+
+    return {"messages": List({"role": Value("string"), "content": Value("string")})}
 
 
-def convert_trace(
-    trace: Trace, fmt: Format, *, reasoning_field: bool = False, keep_logprobs: bool = False
-) -> Row:
-    """One output record of format ``fmt`` for ``trace``."""
-    row: Row = {name: getattr(trace, name) for name in KEPT_FIELDS}
-    row["reward"] = trace.reward
-    steps = _steps_by_message(trace)
-    if fmt == "chat":
-        row["messages"] = [
-            _chat_message(m, steps[i], reasoning_field) for i, m in enumerate(trace.messages)
-        ]
-    elif fmt == "sharegpt":
-        row["conversations"] = [
-            {"from": SHAREGPT_ROLES[m.role], "value": _turn_text(m, steps[i])}
-            for i, m in enumerate(trace.messages)
-        ]
-    else:
-        row["messages"] = _folded(trace)
-    if keep_logprobs:
-        row["logprobs"] = _logprobs(trace, fmt)
-    return row
+@dataclass(frozen=True)
+class TextFormat:
+    """One record per trace: the kept trace fields, then ``body``'s columns (their features:
+    ``columns``), then the logprobs per assistant turn when kept. ``folded``: the body has
+    one assistant message, which every turn's logprobs point at."""
+
+    body: Callable[[Trace, ConvertOptions], Row]
+    columns: Callable[[ConvertOptions], dict[str, Any]]
+    folded: bool = False
+
+    def row(self, trace: Trace, options: ConvertOptions) -> Row:
+        row: Row = {name: getattr(trace, name) for name in KEPT_FIELDS}
+        row["reward"] = trace.reward
+        row |= self.body(trace, options)
+        if options.keep_logprobs:
+            row["logprobs"] = self._logprobs(trace)
+        return row
+
+    def _logprobs(self, trace: Trace) -> list[Row]:
+        """Per assistant turn; ``message_index`` points into the record's messages."""
+        rows = [turn.model_dump(mode="json") for turn in trace.logprobs]
+        if self.folded:
+            for row in rows:
+                row["message_index"] = 1
+        return rows
+
+    def features(self, options: ConvertOptions) -> Features:
+        """The `datasets` schema of the records (for Hugging Face and Parquet output)."""
+        from datasets import Features, List, Value
+
+        columns = trace_columns((*KEPT_FIELDS, "reward")) | self.columns(options)
+        if options.keep_logprobs:
+            string = Value("string")
+            top = {"token": string, "logprob": Value("float64"), "bytes": List(Value("int64"))}
+            token = {**top, "top_logprobs": List(top)}
+            columns["logprobs"] = List({"message_index": Value("int64"), "tokens": List(token)})
+        return Features(columns)
+
+    def builder(self, options: ConvertOptions, counts: ConvertCounts) -> TextBuilder:
+        return TextBuilder(self, options)
 
 
-def features(
-    fmt: Format, *, reasoning_field: bool = False, keep_logprobs: bool = False
-) -> Features:
-    """The `datasets` schema of ``fmt`` records (for Hugging Face and Parquet output)."""
-    from datasets import Features, List, Value
+@dataclass
+class TextBuilder:
+    """The `Builder` of a text format: a record per trace, nothing gathered."""
 
-    string = Value("string")
-    columns: dict[str, Any] = {
-        "id": string,
-        "problem_id": string,
-        "sample": Value("int64"),
-        "mode": string,
-        "model": string,
-        "score": Value("float64"),
-        "success": Value("bool"),
-        "is_ideal": Value("bool"),
-        "reward": Value("float64"),
-    }
-    if fmt == "chat":
-        call = {"id": string, "type": string, "function": {"name": string, "arguments": string}}
-        message = {"role": string, "content": string, "tool_calls": List(call), "name": string}
-        if reasoning_field:
-            message["reasoning_content"] = string
-        columns["messages"] = List(message)
-    elif fmt == "sharegpt":
-        columns["conversations"] = List({"from": string, "value": string})
-    else:
-        columns["messages"] = List({"role": string, "content": string})
-    if keep_logprobs:
-        top = {"token": string, "logprob": Value("float64"), "bytes": List(Value("int64"))}
-        token = {**top, "top_logprobs": List(top)}
-        columns["logprobs"] = List({"message_index": Value("int64"), "tokens": List(token)})
-    return Features(columns)
+    fmt: TextFormat
+    options: ConvertOptions
+    batch_rows: int = BATCH_ROWS
+
+    @property
+    def reads_logprobs(self) -> bool:
+        return self.options.keep_logprobs
+
+    def rows(self, trace: Trace) -> Iterable[Row]:
+        return (self.fmt.row(trace, self.options),)
+
+    def gather(self, rows: Iterator[Row]) -> Iterator[Row]:
+        return rows
+
+    def summary(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        pass
+
+
+CHAT = TextFormat(_chat, _chat_columns)
+SHAREGPT = TextFormat(_sharegpt, _sharegpt_columns)
+TRAINING = TextFormat(_folded, _folded_columns, folded=True)

@@ -1,0 +1,156 @@
+"""What every output format of `tracegen convert` is given and reports.
+
+A format turns each trace that passed the filters into records through a `Builder`, opened
+once per conversion with the `ConvertOptions` and the `ConvertCounts` it may add to. The
+formats themselves are listed in `tracegen.export.registry`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tracegen.schema import Step, Trace
+
+Row = dict[str, Any]
+BATCH_ROWS = 100
+"""Records converted and written together into Parquet or Arrow (a row group, a record
+batch), unless a format says fewer; JSONL alone is written a record at a time."""
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """What `tracegen convert` keeps and how it shapes each record; a format refuses the
+    options it does not take (`tracegen.export.registry.check_options`)."""
+
+    fmt: str
+    only_success: bool = False
+    only_ideal: bool = False
+    reasoning_field: bool = False
+    keep_logprobs: bool = False
+    tokenizer: Path | None = None
+    require_exact: bool = False
+    max_length: int | None = None
+
+
+class Skipped(Exception):
+    """A trace, or one record of it, left out; ``reason`` is how the summary counts it
+    ("without exact ids (--require-exact)"), ``detail`` what went wrong with this one."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class ConvertCounts:
+    """What a conversion converted and skipped; ``detail`` is the format's own account
+    (`Builder.summary`)."""
+
+    converted: int = 0
+    failed: int = 0
+    filtered: int = 0
+    incomplete: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    first_skip: str = ""
+    detail: str = ""
+    outputs: list[str] = field(default_factory=list)
+
+    def skip(self, trace: Trace, why: Skipped) -> None:
+        self.skipped[why.reason] += 1
+        if not self.first_skip and why.detail:
+            self.first_skip = f"first: {trace.id}: {why.detail}"
+
+    def summary(self, options: ConvertOptions) -> str:
+        skipped = []
+        if self.failed:
+            skipped.append(f"{self.failed} failed episodes")
+        if self.filtered:
+            flag = "--only-ideal" if options.only_ideal else "--only-success"
+            skipped.append(f"{self.filtered} filtered by {flag}")
+        if self.incomplete:
+            skipped.append(f"{self.incomplete} without an assistant turn")
+        skipped += [f"{n} {reason}" for reason, n in self.skipped.items()]
+        text = f"converted {self.converted} traces ({options.fmt}) → {', '.join(self.outputs)}"
+        if self.detail:
+            text += f": {self.detail}"
+        if skipped:
+            text += f"; skipped {', '.join(skipped)}"
+            text += f" ({self.first_skip})" if self.first_skip else ""
+        return text
+
+
+class Builder(Protocol):
+    """Records of one format for the traces of one conversion."""
+
+    @property
+    def reads_logprobs(self) -> bool:
+        """Whether the traces' logprobs must be read (they are most of a trace's bytes)."""
+        ...
+
+    @property
+    def batch_rows(self) -> int:
+        """Records written together into Parquet or Arrow (`BATCH_ROWS`, or fewer when a
+        record is large: a group)."""
+        ...
+
+    def rows(self, trace: Trace) -> Iterable[Row]:
+        """The records of a trace that passed the filters; `Skipped` leaves it out, a
+        `ConfigError` stops the conversion (the caller names the line)."""
+        ...
+
+    def gather(self, rows: Iterator[Row]) -> Iterator[Row]:
+        """The records as written, from every record `rows` gave, in order (the same
+        records, or groups of them); streams, holding at most one group."""
+        ...
+
+    def summary(self) -> str:
+        """What the summary line says of the records made ("" for nothing more)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def problem_index(trace: Trace) -> int | None:
+    """The index of the problem: the first user message."""
+    return next((i for i, m in enumerate(trace.messages) if m.role == "user"), None)
+
+
+def is_convertible(trace: Trace) -> bool:
+    """A problem (a user turn) and at least one assistant turn after it."""
+    first = problem_index(trace)
+    return first is not None and any(m.role == "assistant" for m in trace.messages[first:])
+
+
+def steps_by_message(trace: Trace) -> dict[int, list[Step]]:
+    """The trace's steps by the message they are in (an empty list for a message without)."""
+    by_message: dict[int, list[Step]] = defaultdict(list)
+    for step in trace.steps:
+        if step.message_index is not None:
+            by_message[step.message_index].append(step)
+    return by_message
+
+
+TRACE_COLUMNS = {
+    "id": "string",
+    "problem_id": "string",
+    "sample": "int64",
+    "mode": "string",
+    "model": "string",
+    "score": "float64",
+    "success": "bool",
+    "is_ideal": "bool",
+    "reward": "float64",
+}
+"""The trace fields records may keep, and their Arrow types."""
+
+
+def trace_columns(names: Iterable[str]) -> dict[str, Any]:
+    """The `datasets` features of the trace fields ``names``, in that order."""
+    from datasets import Value
+
+    return {name: Value(TRACE_COLUMNS[name]) for name in names}

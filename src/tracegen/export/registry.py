@@ -1,0 +1,136 @@
+"""The output formats of `tracegen convert`, by name.
+
+A format is its name (``IN.<name>.jsonl``), the flag that asks for it, the `Builder` that
+makes its records, their `datasets` features, the options it takes, and what the dataset
+card says of its records. Every output (JSONL, Parquet, ``--to-hf``) carries every format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tracegen.errors import ConfigError
+from tracegen.export.conversion import Builder, ConvertCounts, ConvertOptions
+from tracegen.export.formats import CHAT, SHAREGPT, TRAINING
+from tracegen.export.token_formats import ATROPOS, TOKENIZED, TRL
+
+if TYPE_CHECKING:
+    from datasets import Features
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    flag: str
+    """How it is asked for: ``--chat-format``, ``--rl trl``."""
+    builder: Callable[[ConvertOptions, ConvertCounts], Builder]
+    features: Callable[[ConvertOptions], Features]
+    takes: frozenset[str]
+    """The options of `ConvertOptions` shaping records that it takes, by flag."""
+    fields: str
+    """The dataset card's account of a record."""
+
+
+TEXT_FIELDS = (
+    "Every row keeps `id`, `problem_id`, `sample`, `mode`, `model`, `score`, `success`, "
+    "`is_ideal` and `reward`. Blocks written by tracegen rather than the model "
+    "(`<result>`, `<error>`, `<tool_response>`) are inside assistant text in some formats: "
+    "mask them from the loss when training."
+)
+TOKEN_OPTIONS = frozenset({"--tokenizer", "--require-exact"})
+TOKEN_FIELDS = (
+    " `token_source` says where the ids came from: `exact` (as the backend returned them) or "
+    "`retokenized` (the text tokenized with `--tokenizer`); an episode whose prompts do not "
+    "extend each other is one row per model request, numbered by `turn`."
+)
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(
+            "chat",
+            "--chat-format",
+            CHAT.builder,
+            CHAT.features,
+            frozenset({"--reasoning-field", "--keep-logprobs"}),
+            TEXT_FIELDS,
+        ),
+        Format(
+            "sharegpt",
+            "--sharegpt",
+            SHAREGPT.builder,
+            SHAREGPT.features,
+            frozenset({"--keep-logprobs"}),
+            TEXT_FIELDS,
+        ),
+        Format(
+            "training",
+            "--training-format",
+            TRAINING.builder,
+            TRAINING.features,
+            frozenset({"--keep-logprobs"}),
+            TEXT_FIELDS,
+        ),
+        Format(
+            "rl-trl",
+            "--rl trl",
+            TRL.builder,
+            TRL.features,
+            TOKEN_OPTIONS,
+            "Each row is an episode as a TRL `GRPOTrainer` `rollout_func` returns it: "
+            "`prompt_ids`, `completion_ids` (the model's tokens and, between them, what "
+            "tracegen fed back), `logprobs` (`0.0` on tracegen's tokens), `env_mask` (0 on "
+            "tracegen's tokens), with `reward`, `score`, `success`, `id`, `problem_id`, "
+            "`sample`, `mode` and `model`." + TOKEN_FIELDS,
+        ),
+        Format(
+            "rl-atropos",
+            "--rl atropos",
+            ATROPOS.builder,
+            ATROPOS.features,
+            TOKEN_OPTIONS,
+            "Each row is the group of one problem's samples in the shape of Atropos' "
+            "`ScoredDataGroup`: `tokens`, `masks` (`-100` on the prompt and on tracegen's "
+            "tokens), `inference_logprobs` (`1.0` where masked), `scores`, `messages`, with "
+            "`ids`, `turns` and `token_sources` per sample." + TOKEN_FIELDS,
+        ),
+        Format(
+            "tokenized",
+            "--tokenized",
+            TOKENIZED.builder,
+            TOKENIZED.features,
+            TOKEN_OPTIONS | {"--max-length"},
+            "Each row is pre-tokenized for TRL's `SFTTrainer`: `input_ids`, `attention_mask` "
+            "and `assistant_masks` (1 only on the model's tokens, not on the prompt nor on "
+            "what tracegen wrote), `truncated` when cut to `--max-length`, with `reward`, "
+            "`score`, `success`, `id`, `problem_id`, `sample`, `mode` and `model`." + TOKEN_FIELDS,
+        ),
+    )
+}
+
+
+def _flags(formats: list[Format]) -> str:
+    """The flags of ``formats``, each once: ``--rl`` for all of ``--rl trl|atropos``."""
+    return ", ".join(dict.fromkeys(f.flag.split()[0] for f in formats))
+
+
+def choose_format(asked: list[str]) -> Format:
+    """The one format ``asked`` names by flag (``["--rl", "trl"]`` as ``"--rl trl"``)."""
+    if len(asked) != 1:
+        raise ConfigError(f"choose exactly one of {_flags(list(FORMATS.values()))}")
+    found = next((f for f in FORMATS.values() if f.flag == asked[0]), None)
+    if found is None:
+        flag, _, value = asked[0].partition(" ")
+        values = [f.flag.partition(" ")[2] for f in FORMATS.values() if f.flag.startswith(flag)]
+        raise ConfigError(f"{flag} {value}: expected one of {', '.join(values)}")
+    return found
+
+
+def check_options(fmt: Format, given: dict[str, bool]) -> None:
+    """Refuse an option given (``given[flag]``) that ``fmt`` does not take."""
+    for option, on in given.items():
+        if on and option not in fmt.takes:
+            taking = [f for f in FORMATS.values() if option in f.takes]
+            raise ConfigError(f"{option} applies to {_flags(taking)} only")

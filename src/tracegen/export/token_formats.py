@@ -1,0 +1,125 @@
+"""The token formats: traces as token ids for training (`--rl trl|atropos`, `--tokenized`).
+
+Each is a `TokenFormat`: a record per sequence of an episode (`tracegen.export.tokens`),
+checked before it is written (lengths agree, masked positions carry the framework's fillers,
+the model-sampled ids decode to the model's text), then finished (truncation) and possibly
+gathered (Atropos' groups). A record that fails its check is skipped and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tracegen.export.conversion import BATCH_ROWS, ConvertCounts, ConvertOptions, Row, Skipped
+from tracegen.export.rl import (
+    atropos_features,
+    atropos_groups,
+    atropos_sample,
+    check_atropos,
+    check_trl,
+    trl_features,
+    trl_row,
+)
+from tracegen.export.tokenized import check_tokenized, tokenized_features, tokenized_row, truncate
+from tracegen.export.tokenizers import load_tokenizer
+from tracegen.export.tokens import Decoder, TokenEpisode, TokenSequence, token_episode
+from tracegen.schema import Trace
+
+if TYPE_CHECKING:
+    from datasets import Features
+
+SELF_CHECK = "records failing the self-check"
+
+
+def _as_is(row: Row, options: ConvertOptions) -> Row:
+    return row
+
+
+@dataclass(frozen=True)
+class TokenFormat:
+    """A training layout of token ids: a record per sequence (``row``), its ``check`` (why
+    it is not what the framework reads, or None), ``finish`` (may raise `Skipped`), and
+    ``group``, which gathers the records (Atropos: per problem)."""
+
+    row: Callable[[Trace, TokenEpisode, TokenSequence], Row]
+    check: Callable[[Row, list[str], Decoder], str | None]
+    columns: Callable[[], Features]
+    finish: Callable[[Row, ConvertOptions], Row] = _as_is
+    group: Callable[[Iterator[Row]], Iterator[Row]] | None = None
+
+    def features(self, options: ConvertOptions) -> Features:
+        return self.columns()
+
+    def builder(self, options: ConvertOptions, counts: ConvertCounts) -> TokenBuilder:
+        return TokenBuilder(self, options, counts)
+
+
+class TokenBuilder:
+    """The `Builder` of a token format: opens ``--tokenizer`` once, and counts where the ids
+    came from, how episodes were exported, what was truncated and what was made."""
+
+    reads_logprobs = True
+
+    def __init__(self, fmt: TokenFormat, options: ConvertOptions, counts: ConvertCounts) -> None:
+        self._fmt = fmt
+        self._options = options
+        self._counts = counts
+        self._tokenizer = load_tokenizer(options.tokenizer) if options.tokenizer else None
+        # A group (every sample of a problem) is written alone: a batch of groups would
+        # hold a share of the file that grows with it.
+        self.batch_rows = 1 if fmt.group is not None else BATCH_ROWS
+        self.exact = self.retokenized = self.split = 0
+        self.records = self.truncated = self.groups = 0
+
+    def rows(self, trace: Trace) -> Iterable[Row]:
+        episode = token_episode(trace, self._tokenizer, require_exact=self._options.require_exact)
+        self.exact += episode.source == "exact"
+        self.retokenized += episode.source == "retokenized"
+        self.split += episode.split
+        return self._records(trace, episode)
+
+    def _records(self, trace: Trace, episode: TokenEpisode) -> Iterator[Row]:
+        for sequence in episode.sequences:
+            row = self._fmt.row(trace, episode, sequence)
+            try:
+                problem = self._fmt.check(row, sequence.texts, episode.decode)
+                if problem is not None:
+                    raise Skipped(SELF_CHECK, problem)
+                row = self._fmt.finish(row, self._options)
+            except Skipped as why:
+                self._counts.skip(trace, why)
+                continue
+            self.records += 1
+            self.truncated += bool(row.get("truncated"))
+            yield row
+
+    def gather(self, rows: Iterator[Row]) -> Iterator[Row]:
+        if self._fmt.group is None:
+            yield from rows
+            return
+        for group in self._fmt.group(rows):
+            self.groups += 1
+            yield group
+
+    def summary(self) -> str:
+        made = f"{self.records} records"
+        if self._fmt.group is not None:
+            made = f"{self.groups} groups of {made}"
+        episodes = self.exact + self.retokenized
+        text = f"{made}; {self.exact} exact, {self.retokenized} retokenized"
+        text += f"; {episodes - self.split} as one sequence, {self.split} turn by turn"
+        if self.truncated:
+            limit = self._options.max_length
+            text += f", {self.truncated} records truncated to --max-length {limit}"
+        return text
+
+    def close(self) -> None:
+        if self._tokenizer is not None:
+            self._tokenizer.close()
+
+
+TRL = TokenFormat(trl_row, check_trl, trl_features)
+ATROPOS = TokenFormat(atropos_sample, check_atropos, atropos_features, group=atropos_groups)
+TOKENIZED = TokenFormat(tokenized_row, check_tokenized, tokenized_features, truncate)
