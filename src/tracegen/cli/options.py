@@ -18,7 +18,28 @@ HostOpt = Annotated[
     list[str] | None,
     typer.Option("--host", help="Ollama server URL; repeat for several. [env: OLLAMA_HOST]"),
 ]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name as Ollama knows it.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Model name as the server knows it; for --backend local a GGUF file or a "
+        "packaged model (smollm2-135m, gemma3-270m).",
+    ),
+]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help="auto (a server if one is named or answers, else the embedded model), ollama, "
+        "or local (llama.cpp in process).",
+    ),
+]
+ChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--chat-template", help="--backend local: a Jinja chat template file for the model."
+    ),
+]
 ProblemsOpt = Annotated[
     str | None,
     typer.Option(
