@@ -41,7 +41,7 @@ from tracegen.problems import load_problems
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import ChatMessage, Trace
 
-MODES = ("markers", "tool-feedback", "inline-tools", "forced-interleave", "structured")
+MODES = ("markers", "tool-feedback", "inline-tools")
 
 
 def _messages(problem_prompt: str, nonce: int, system: bool) -> list[ChatMessage]:
@@ -106,7 +106,7 @@ async def quality(
         model=backend.model,
         max_tokens=max_tokens,
         max_iterations=2,
-        max_steps=8,
+        max_steps=6,
         constrain=constrain,  # type: ignore[arg-type]
         seed=1,
     )
@@ -132,7 +132,7 @@ async def quality(
 async def main(args: argparse.Namespace) -> None:
     console = Console()
     installed = []
-    for name in PACKAGED:
+    for name in args.models.split(","):
         try:
             installed.append(find_model(name))
         except Exception as e:  # a model not installed is skipped, and said
@@ -160,7 +160,9 @@ async def main(args: argparse.Namespace) -> None:
                     ran, ok, seconds = await quality(
                         backend, mode, constrain, args.problems, args.max_tokens
                     )
-                    table.add_row(mode, constrain, f"{ran:.0%}", f"{ok:.0%}", f"{seconds:.0f}s")
+                    row = (mode, constrain, f"{ran:.0%}", f"{ok:.0%}", f"{seconds:.0f}s")
+                    console.print(" · ".join(row))  # as it comes: a cell takes minutes
+                    table.add_row(*row)
             console.print(table)
         finally:
             await backend.aclose()
@@ -170,10 +172,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--gen-tokens", type=int, default=96)
-    parser.add_argument("--problems", type=int, default=8)
-    parser.add_argument("--max-tokens", type=int, default=384)
+    parser.add_argument("--problems", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--models", default=",".join(PACKAGED))
     asyncio.run(main(parser.parse_args()))

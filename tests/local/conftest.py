@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.runner.conftest import children  # noqa: F401 (a fixture)
 from tracegen.errors import TracegenError
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.packaged import DEFAULT_MODEL, find_model

@@ -88,7 +88,7 @@ def describe(local: LocalBackend, settings: RunSettings) -> str:
     m = local.local
     grammar = "constrained to the mode's grammar" if settings.constrain == "on" else "unconstrained"
     return (
-        f"local: loading {m.name} ({m.info.name}, {m.info.size_bytes / 1e6:.0f} MB, template "
-        f"from {m.template_source}) · {local.slots} slot(s) of {local.context_tokens} tokens · "
+        f"local: loading {m.name} ({m.summary}; chat template from {m.template_source}) · "
+        f"{local.slots} slot(s) of {local.context_tokens} tokens · "
         f"{local.threads} thread(s) · {grammar}"
     )

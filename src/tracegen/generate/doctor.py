@@ -74,8 +74,8 @@ async def check_local(settings: RunSettings) -> list[Check]:
         Check(
             "model",
             "ok",
-            f"{m.name}: {m.info.path} ({m.info.size_bytes / 1e6:.0f} MB, {m.info.name}, "
-            f"{m.info.architecture})",
+            f"{m.name}: {m.info.path} ({m.summary}; {m.info.size_bytes / 1e6:.0f} MB, "
+            f"family {m.info.architecture})",
         ),
         Check(
             "context",

@@ -232,7 +232,7 @@ class LocalBackend:
 
     def _generate(self, request: ChatRequest, cancel: threading.Event) -> Completion:
         started = time.perf_counter()
-        prompt_ids = self._prompt_ids(request.messages)
+        prompt_ids = self._prompt_ids(request.messages, request.tools)
         o = request.options
         room = self.context_tokens - len(prompt_ids)
         stream = _Stream(o.stop, cancel, request.top_logprobs, started)
@@ -262,8 +262,14 @@ class LocalBackend:
             stream.finish = "length"  # the conversation fills the context: nothing more fits
         return stream.completion(self.model, prompt_ids, request.logprobs)
 
-    def _prompt_ids(self, messages: list[ChatMessage]) -> list[int]:
-        body = {"messages": [_message(m) for m in messages]}
+    def _prompt_ids(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
+        """Render ``messages`` (and ``tools``, where the template shows them) with the chat
+        template, then tokenize the text as llama.cpp's own chat endpoint would."""
+        body: dict[str, Any] = {"messages": [_message(m) for m in messages]}
+        if tools:
+            body["tools"] = tools
         prompt = self._post("/apply-template", body).get("prompt")
         if not isinstance(prompt, str):
             raise ServerError("llama.cpp rendered no prompt")

@@ -109,6 +109,8 @@ class LocalModel:
     """A model ready to load: its file, what the file says, and the template it will use."""
 
     name: str
+    summary: str
+    """What the model is, for people."""
     info: GgufInfo
     template: str | None
     """A chat template to use instead of the file's, or None to use the file's own."""
@@ -119,6 +121,7 @@ class LocalModel:
 def find_model(name: str, chat_template: Path | None = None) -> LocalModel:
     """The model ``--model`` names, checked without loading it (one-line errors)."""
     packaged = PACKAGED.get(name)
+    summary = packaged.summary if packaged is not None else ""
     if packaged is not None:
         try:
             path = packaged.locate()
@@ -134,21 +137,22 @@ def find_model(name: str, chat_template: Path | None = None) -> LocalModel:
                 f"{name}: model file not found (give a GGUF file or a packaged model: {known})"
             )
     info = read_gguf(path)
+    summary = summary or f"{info.name}, {info.size_bytes / 1e6:.0f} MB"
     if chat_template is not None:
         try:
             text = chat_template.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"{chat_template}: cannot read chat template: {e}") from None
-        return LocalModel(name, info, text, str(chat_template))
+        return LocalModel(name, summary, info, text, str(chat_template))
     if info.chat_template is not None:
-        return LocalModel(name, info, None, "the file")
+        return LocalModel(name, summary, info, None, "the file")
     family = FAMILY_TEMPLATES.get(info.architecture)
     if family is None:
         raise ConfigError(
             f"{path}: the file has no chat template and none is known for its family "
             f"({info.architecture or 'unknown'}); give one with --chat-template FILE"
         )
-    return LocalModel(name, info, family[1], f"family {family[0]} ({info.architecture})")
+    return LocalModel(name, summary, info, family[1], f"family {family[0]} ({info.architecture})")
 
 
 def require_engine() -> None:
