@@ -34,6 +34,7 @@ from tracegen.config import GenerationSettings
 from tracegen.data.prompts import load_prompt, task_message
 from tracegen.generate.episode import run_episode
 from tracegen.generate.plan import Plan
+from tracegen.jsonl import JsonlWriter
 from tracegen.llm.base import ChatRequest, SamplingOptions
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.packaged import PACKAGED, find_model
@@ -44,8 +45,9 @@ from tracegen.schema import ChatMessage, Trace
 MODES = ("markers", "tool-feedback", "inline-tools")
 
 
-def _messages(problem_prompt: str, nonce: int, system: bool) -> list[ChatMessage]:
-    user = ChatMessage(role="user", content=f"({nonce}) {problem_prompt}")
+def _messages(problem_prompt: str, tag: str, system: bool) -> list[ChatMessage]:
+    """The problem, marked with ``tag`` so that no slot has the prompt cached."""
+    user = ChatMessage(role="user", content=f"({tag}) {problem_prompt}")
     if not system:
         return [user]
     return [ChatMessage(role="system", content=load_prompt("tool-feedback")), user]
@@ -58,13 +60,14 @@ async def speed(
     problems = load_problems("builtin")
     rates: dict[tuple[str, str], list[float]] = {}
 
-    async def one(phase: str, path: str, nonce: int) -> None:
+    async def one(phase: str, path: str, round_: int) -> None:
         prompt = phase == "prompt"
-        messages = _messages(task_message(problems[nonce % len(problems)]), nonce, prompt)
+        problem = task_message(problems[round_ % len(problems)])
+        messages = _messages(problem, f"{path[0]}{round_}", prompt)
         max_tokens = 1 if prompt else gen_tokens
-        started = time.perf_counter()
         if path == "backend":
             options = SamplingOptions(max_tokens=max_tokens, temperature=0.0)
+            started = time.perf_counter()
             completion = await backend.chat(ChatRequest(messages=messages, options=options))
             seconds = time.perf_counter() - started
             count = completion.prompt_tokens if prompt else completion.completion_tokens
@@ -77,12 +80,11 @@ async def speed(
             count = len(ids) if prompt else answer["usage"]["completion_tokens"]
         rates.setdefault((phase, path), []).append(count / seconds)
 
-    nonce = 0
-    for _ in range(repeat):
+    for round_ in range(repeat):
         for phase in ("prompt", "generation"):
-            for path in ("backend", "direct") if nonce % 2 else ("direct", "backend"):
-                nonce += 1
-                await one(phase, path, nonce)
+            paths = ("backend", "direct") if round_ % 2 else ("direct", "backend")
+            for path in paths:
+                await one(phase, path, round_)
     return [
         (
             phase,
@@ -98,7 +100,12 @@ def executed(trace: Trace) -> bool:
 
 
 async def quality(
-    backend: LocalBackend, mode: str, constrain: str, problems: int, max_tokens: int
+    backend: LocalBackend,
+    mode: str,
+    constrain: str,
+    problems: int,
+    max_tokens: int,
+    save: Path | None = None,
 ) -> tuple[float, float, float]:
     """(share with executed code, success rate, seconds) over the first ``problems``."""
     settings = GenerationSettings(
@@ -121,6 +128,11 @@ async def quality(
                 return await run_episode(spec, backend, sandbox)
 
         traces = await asyncio.gather(*(one(s) for s in plan.specs(set())))
+    if save is not None:
+        writer = JsonlWriter(save / f"{backend.model}.{mode}.{constrain}.jsonl")
+        for trace in traces:
+            writer.write(trace)
+        writer.close()
     n = len(traces)
     return (
         sum(map(executed, traces)) / n,
@@ -158,7 +170,7 @@ async def main(args: argparse.Namespace) -> None:
             for mode in modes:
                 for constrain in ("off", "on"):
                     ran, ok, seconds = await quality(
-                        backend, mode, constrain, args.problems, args.max_tokens
+                        backend, mode, constrain, args.problems, args.max_tokens, args.save
                     )
                     row = (mode, constrain, f"{ran:.0%}", f"{ok:.0%}", f"{seconds:.0f}s")
                     console.print(" · ".join(row))  # as it comes: a cell takes minutes
@@ -179,4 +191,5 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--models", default=",".join(PACKAGED))
+    parser.add_argument("--save", type=Path, help="write each cell's traces to this folder")
     asyncio.run(main(parser.parse_args()))

@@ -3,7 +3,8 @@
 One grammar describes one model request of a mode: the tags it may write, in the order the
 mode's prompt asks for, and nothing after them (the reply ends where the grammar ends). Inside
 prose blocks a ``<`` may start no tag (``a < b`` is fine, ``<result>`` is not) and a block
-holds at most `PROSE_LINES` lines; inside code any ``<`` is allowed except one that starts
+holds at most `PROSE_LINES` lines of at most `LINE_CHARS` characters (a small model otherwise
+reasons until it runs out of tokens, and never writes code); inside code any ``<`` is allowed except one that starts
 ``</``, so comparisons, shifts and ``<=`` are code like any other. Backticks are left out of
 both: small models otherwise answer in Markdown fences inside the tags. A tool call is one
 line of strict JSON naming the ``python`` tool.
@@ -13,8 +14,9 @@ from __future__ import annotations
 
 from tracegen.llm.grammar import Expr, Grammar, alt, chars, opt, ref, rep, seq
 
-PROSE_LINES = 6
-_LINE = rep(alt(chars("^<`\\n"), seq("<", chars("^/a-z`\\n"))))
+PROSE_LINES = 3
+LINE_CHARS = 200
+_LINE = rep(alt(chars("^<`\\n"), seq("<", chars("^/a-z`\\n"))), 1, LINE_CHARS)
 _PROSE = seq(ref("line"), rep(seq("\n", ref("line")), 0, PROSE_LINES - 1))
 _CODE = rep(alt(chars("^<`"), seq("<", chars("^/`"))))
 _JSON_STRING = rep(
