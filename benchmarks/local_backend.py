@@ -168,7 +168,7 @@ async def main(args: argparse.Namespace) -> None:
                 table.add_column(column, justify="right")
             modes = args.modes.split(",")
             for mode in modes:
-                for constrain in ("off", "on"):
+                for constrain in args.grammar.split(","):
                     ran, ok, seconds = await quality(
                         backend, mode, constrain, args.problems, args.max_tokens, args.save
                     )
@@ -191,5 +191,6 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--models", default=",".join(PACKAGED))
+    parser.add_argument("--grammar", default="off,on", help="off, on or both")
     parser.add_argument("--save", type=Path, help="write each cell's traces to this folder")
     asyncio.run(main(parser.parse_args()))

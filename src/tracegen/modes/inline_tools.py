@@ -15,7 +15,7 @@ from tracegen.episode.limits import unreadable_twice
 from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
-from tracegen.modes.grammars import INLINE_CONTINUE, INLINE_START
+from tracegen.modes.grammars import INLINE_CONTINUE, INLINE_FINISH, INLINE_START
 from tracegen.modes.registry import register
 from tracegen.parsing.segment import open_blocks
 from tracegen.parsing.toolcall import ToolCallParseError, find_tool_call, parse_tool_call
@@ -60,7 +60,9 @@ class InlineTools(TracedMode):
                 return
             turns.require_turn()
             failed_before = await self._answer(session, calls[-1], failed_before)
-            completion = await turns.continue_assistant(STOPS, INLINE_CONTINUE)
+            spent = session.metrics.executions >= session.runs.max_iterations
+            grammar = INLINE_FINISH if spent else INLINE_CONTINUE  # offer what the budget allows
+            completion = await turns.continue_assistant(STOPS, grammar)
             piece = self._piece(session, completion.content, completion.finish_reason)
             transcript.extend_assistant(completion, piece)
 
