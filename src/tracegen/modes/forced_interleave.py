@@ -14,7 +14,6 @@ from tracegen.schema import Trace
 class ForcedInterleave(TracedMode):
     name = "forced-interleave"
     grammar = ONE_STEP
-    constrain_auto = True
 
     async def converse(self, session: Session) -> None:
         while not any(s.kind == "verify" for s in await tag_turn(session, STEP_TAGS, self.grammar)):

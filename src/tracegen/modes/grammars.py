@@ -9,7 +9,7 @@ except one that starts ``</``, so comparisons, shifts and ``<=`` are code like a
 block holds at most `CODE_LINES` lines of `LINE_CHARS` (so a turn ends, well within
 ``--max-tokens``' default, instead of rambling on). Backticks are left out of
 both: small models otherwise answer in Markdown fences inside the tags. A tool call is one
-line of strict JSON naming the ``python`` tool.
+line of strict JSON naming the ``python`` tool, whose code may hold ``<`` but not ``</``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ _CODE_LINE = rep(alt(chars("^<`\\n"), seq("<", chars("^/`\\n"))), 0, LINE_CHARS)
 _CODE = seq(ref("code-line"), rep(seq("\n", ref("code-line")), 0, CODE_LINES - 1))
 _JSON_CHUNK = rep(
     alt(
-        chars(r'^"\\\x00-\x1f'),
+        chars(r'^"\\<\x00-\x1f'),
+        seq("<", chars(r'^/"\\\x00-\x1f')),  # so "</tool_call>" cannot end a call early
         seq("\\", alt(chars(r'"\\/bfnrt'), seq("u", rep(chars("0-9a-fA-F"), 4, 4)))),
     ),
     0,

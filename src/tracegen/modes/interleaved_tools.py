@@ -20,7 +20,6 @@ class InterleavedTools(TracedMode):
 
     name = "interleaved-tools"
     grammar = ONE_STEP
-    constrain_auto = True
 
     async def converse(self, session: Session) -> None:
         last_run = ""

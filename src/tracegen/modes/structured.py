@@ -21,7 +21,6 @@ class Structured(FeedbackLoop):
 
     name = "structured"
     grammar = PLAN_CODE
-    constrain_auto = True
 
     async def after_success(self, session: Session, result: ExecResult) -> None:
         add_feedback(session, result)
