@@ -13,8 +13,10 @@ import pytest
 
 from tests.support.backends import BACKENDS, Served, serve
 from tests.support.fake_model import END_OF_TURN, Fault, Reply
+from tests.support.fake_openai import grammar_sent
 from tracegen.errors import AuthError, BadRequest, ConfigError, ModelNotFound
 from tracegen.llm.base import ChatRequest, SamplingOptions
+from tracegen.llm.grammar import Grammar, alt
 from tracegen.schema import ChatMessage
 
 ANSWER = "<think>Add them.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>"
@@ -115,6 +117,22 @@ async def test_a_continuation_method_the_server_lacks_is_refused_naming_those_it
             with pytest.raises(ConfigError, match=f"--continuation {lacking} does not work"):
                 await s.backend.continue_message(partial, lacking)
         assert attempts(s) == 0
+
+
+@every_backend
+async def test_a_grammar_goes_where_the_server_reads_it_or_is_refused(name: str) -> None:
+    grammar = Grammar("yes-no", {"root": alt("yes", "no")})
+    constrained = request(options=SamplingOptions(grammar=grammar))
+    async with serve(name) as s:
+        s.model.script("yes")
+        if not s.backend.capabilities.grammar:
+            with pytest.raises(ConfigError, match="takes no grammar"):
+                await s.backend.chat(constrained)
+            assert attempts(s) == 0
+            return
+        c = await s.backend.chat(constrained)  # the stand-in refuses a field it does not read
+    assert c.content == "yes"
+    assert [grammar_sent(body) for body in s.generations()] == [grammar.gbnf]
 
 
 @every_backend

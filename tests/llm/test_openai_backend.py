@@ -12,7 +12,9 @@ from tests.support.fake_model import Fault, Reply
 from tests.support.fake_openai import FakeOpenAI
 from tracegen.errors import AuthError, BadRequest, ConfigError, ServerError
 from tracegen.llm.base import ChatRequest, SamplingOptions
+from tracegen.llm.grammar import Grammar, alt
 from tracegen.llm.openai import OpenAIBackend, openai_messages
+from tracegen.llm.openai_servers import FLAVORS
 from tracegen.schema import ChatMessage, ToolCall, ToolFunction
 
 CALL = {"function": {"name": "python", "arguments": {"code": "print(2)"}}}
@@ -162,3 +164,33 @@ async def test_the_key_is_a_bearer_token_never_shown() -> None:
                 await b.chat(request())
     assert "OPENAI_API_KEY was rejected" in str(info.value) and "sk-wrong" not in str(info.value)
     assert all(h["authorization"] == f"Bearer {SECRET}" for _, _, h in server.requests[:-1])
+
+
+@pytest.mark.parametrize(
+    ("version", "field"),
+    [
+        ("0.11.2", "structured_outputs"),
+        ("0.10.2", "structured_outputs"),
+        ("0.9.2", "guided_grammar"),
+    ],
+)
+async def test_vllm_takes_a_grammar_in_the_field_its_version_reads(
+    version: str, field: str
+) -> None:
+    grammar = Grammar("yes-no", {"root": alt("yes", "no")})
+    with FakeOpenAI("vllm", version=version) as server:
+        server.script("yes")
+        async with backend(server) as b:
+            await b.chat(request(options=SamplingOptions(grammar=grammar)))
+        (body,) = chat_bodies(server)
+    assert field in body and fake_openai.grammar_sent(body) == grammar.gbnf
+
+
+def test_a_server_that_takes_a_grammar_says_so_and_one_that_does_not_says_nothing() -> None:
+    for flavor in FLAVORS.values():
+        assert flavor.capabilities.grammar == (flavor.grammar is not None), flavor.name
+    assert {f.kind for f in FLAVORS.values() if f.capabilities.grammar} == {
+        "llamacpp",
+        "sglang",
+        "vllm",
+    }

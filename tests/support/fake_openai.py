@@ -17,9 +17,12 @@ choices; tool calls in fragments keyed by ``index``).
 
 The scripted model, faults and pseudo-tokens are `tests.support.fake_model`'s, shared with the
 Ollama stand-in. Each rendered prompt is kept in ``prompts`` (what the model was given), so a
-test can prove there is no end-of-turn inside a continued message. Simplifications: one choice;
-the chat template is ChatML-like; ``lmstudio`` closes a trailing assistant message (it offers
-no continuation); only the generation endpoints take faults, latency and ``parallel``.
+test can prove there is no end-of-turn inside a continued message. A grammar is taken only in
+the field its server reads (`grammar_field`; vLLM's depends on its version): any other is a 400,
+so a grammar sent where a real server would ignore it (and decode unconstrained) fails loudly.
+Simplifications: one choice; the chat template is ChatML-like; ``lmstudio`` closes a trailing
+assistant message (it offers no continuation); only the generation endpoints take faults,
+latency and ``parallel``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,25 @@ REASONING_FIELD = {
 VERSIONS = {"vllm": "0.11.2", "sglang": "0.5.4", "llamacpp": "b6900-abc1234", "lmstudio": ""}
 MAX_LOGPROBS = 20
 """vLLM's ``--max-logprobs`` default."""
+GRAMMAR_FIELDS = ("grammar", "ebnf", "structured_outputs", "guided_grammar")
+"""Where each server reads a grammar: llama.cpp ``grammar`` (GBNF), SGLang ``ebnf``, vLLM
+``structured_outputs.grammar`` from 0.10.2 and ``guided_grammar`` before (removed in 0.12)."""
+
+
+def grammar_field(flavor: str, version: str) -> str | None:
+    """The one field a server of ``flavor`` and ``version`` reads a grammar from."""
+    if flavor == "vllm":
+        release = tuple(int(p) for p in version.split(".")[:3])
+        return "structured_outputs" if release >= (0, 10, 2) else "guided_grammar"
+    return {"llamacpp": "grammar", "sglang": "ebnf"}.get(flavor)
+
+
+def grammar_sent(body: dict[str, Any]) -> str | None:
+    """The grammar text a request carries, in whichever field."""
+    outputs = body.get("structured_outputs")
+    if isinstance(outputs, dict):
+        return outputs.get("grammar")
+    return next((body[k] for k in ("grammar", "ebnf", "guided_grammar") if k in body), None)
 
 
 class _Handler(Handler):
@@ -90,7 +112,7 @@ class _Handler(Handler):
         fake.record(self.path, {}, self.headers_seen())
         if not self._authorized():
             return
-        flavor, version = fake.flavor, VERSIONS[fake.flavor]
+        flavor, version = fake.flavor, fake.version
         name = next(iter(fake.models), "")
         if self.path == "/v1/models":
             data = [{"id": n, "object": "model", "owned_by": flavor} for n in fake.models]
@@ -174,6 +196,18 @@ class _Handler(Handler):
             return 400, "Unrecognized key in request: continue_final_message"
         if continuing and messages[-1].get("role") != "assistant":
             return 400, "continue_final_message needs the final message to be the assistant's"
+        return self._grammar_problem(body)
+
+    def _grammar_problem(self, body: dict[str, Any]) -> tuple[int, str] | None:
+        """A grammar in a field this server does not read (strict: a real one would ignore it
+        and decode unconstrained), or one that is not GBNF text."""
+        taken = grammar_field(self.fake.flavor, self.fake.version)
+        for key in GRAMMAR_FIELDS:
+            if key in body and key != taken:
+                return 400, f"Unrecognized key in request: {key}"
+        text = grammar_sent(body)
+        if taken in body and not (isinstance(text, str) and "root ::=" in text):
+            return 400, f"{taken} holds no grammar: {str(body[taken])[:80]}"
         return None
 
     def _render(self, body: dict[str, Any]) -> str:
@@ -340,7 +374,8 @@ class _Handler(Handler):
             self._error(400, "this stand-in takes the prompt as token ids")
             return
         prompt = fake.vocab.decode(ids)
-        answered = self._fault_or_reply(self.path, {**body, "prompt": prompt}, None)
+        problem = self._grammar_problem(body)
+        answered = self._fault_or_reply(self.path, {**body, "prompt": prompt}, problem)
         if answered is None:
             return
         reply, fault = answered
@@ -404,7 +439,8 @@ class FakeOpenAI(FakeModel):
     """An OpenAI-compatible server of one ``flavor``; see the module docstring.
 
     ``token_ids_as_text`` is vLLM's ``--return-tokens-as-token-ids``. ``api_key``, when set,
-    is required as a bearer token on every request.
+    is required as a bearer token on every request. ``version`` is the one the server reports
+    (default: `VERSIONS`); a grammar is read from the field that version reads.
     """
 
     handler = _Handler
@@ -418,11 +454,13 @@ class FakeOpenAI(FakeModel):
         *,
         token_ids_as_text: bool = False,
         api_key: str | None = None,
+        version: str | None = None,
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"unknown flavor {flavor!r}; known: {', '.join(FLAVORS)}")
         super().__init__(models, parallel, latency_s)
         self.flavor = flavor
+        self.version = VERSIONS[flavor] if version is None else version
         self.token_ids_as_text = token_ids_as_text
         self.api_key = api_key
 

@@ -156,6 +156,11 @@ def pick_continuation(
     )
 
 
+def no_grammar(server: str) -> ConfigError:
+    """What a backend without the ``grammar`` capability raises when asked for one."""
+    return ConfigError(f"{server} takes no grammar: decoding cannot be constrained (--constrain)")
+
+
 class HostBackend(Backend, Protocol):
     """A backend bound to one server: the unit the pool spreads requests over."""
 

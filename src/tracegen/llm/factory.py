@@ -176,9 +176,9 @@ async def open_pool(
     local: LocalBackend | None = None,
 ) -> HostPool:
     """One backend per host; stop at once if no host answers or hosts are of different kinds,
-    or when the mode continues messages and a host cannot with ``--continuation``; bench the
-    hosts that do not answer. A local run has one backend, ``local`` (built here if not
-    given), loaded now."""
+    or when a host cannot do what the run asks (``--continuation`` when the mode continues
+    messages, ``--constrain on``); bench the hosts that do not answer. A local run has one
+    backend, ``local`` (built here if not given), loaded now."""
     if settings.backend == "local":
         model = local or local_backend(settings)
         if continues_message:
@@ -212,11 +212,13 @@ async def open_pool(
     pool = HostPool(backends, limit=settings.concurrency)
     pool.kind = kind
     try:
-        for backend in backends if continues_message else ():
+        for backend in backends:
             if backend.host in found:
                 server = found[backend.host].server
                 name = f"{server.name if server else kind} at {redact_url(backend.host)}"
-                pick_continuation(settings.continuation, backend.capabilities, name)
+                if continues_message:
+                    pick_continuation(settings.continuation, backend.capabilities, name)
+                check_grammar(settings, backend.capabilities, name)
     except ConfigError:
         await pool.aclose()
         raise

@@ -19,6 +19,8 @@ stream. An ``{"error": …}`` chunk after the 200 is a failure mid-response. Whi
   id, the stop string's included. That is ``raw`` continuation too (the rendered prompt must
   end with the partial message, no end-of-turn). ``prefill`` sends the partial assistant
   message last in a chat request, which llama.cpp's template renderer leaves open.
+- A grammar (``--constrain``) goes in the fields the server reads (`Flavor.grammar`): llama.cpp's
+  ``grammar`` (on ``/completion`` too), vLLM's ``structured_outputs``, SGLang's ``ebnf``.
 
 Transport, retries and HTTP statuses are `tracegen.llm.http`'s; lines are decoded with orjson
 into plain dicts, and only the recorded tokens become `TokenLogprob` models.
@@ -51,8 +53,10 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    no_grammar,
     pick_continuation,
 )
+from tracegen.llm.grammar import Grammar
 from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.llm.openai_servers import FLAVORS, GENERIC, Flavor
 from tracegen.schema import ChatMessage, TokenLogprob, ToolCall, ToolFunction, TopLogprob
@@ -208,7 +212,15 @@ class OpenAIBackend(HttpBackend):
             body["chat_template_kwargs"] = {"enable_thinking": request.think}
         if flavor.token_ids == "vllm":
             body["return_token_ids"] = True
+        if o.grammar is not None:
+            body.update(self._grammar_fields(flavor, o.grammar))
         return body
+
+    def _grammar_fields(self, flavor: Flavor, grammar: Grammar) -> Json:
+        """The fields that constrain decoding to ``grammar`` on this server."""
+        if flavor.grammar is None:
+            raise no_grammar(f"{flavor.name} at {self.host}")
+        return flavor.grammar(grammar, self.server.version if self.server else "")
 
     async def _stream_chat(self, body: Json, request: ChatRequest) -> Completion:
         acc = _ChatStream()
@@ -265,6 +277,8 @@ class OpenAIBackend(HttpBackend):
             body["stop"] = list(o.stop)
         if request.logprobs:
             body["n_probs"] = max(1, request.top_logprobs)
+        if o.grammar is not None:
+            body.update(self._grammar_fields(await self._flavor_known(), o.grammar))
         return await self.retrying(lambda: self._stream_native(body, ids, request))
 
     async def _stream_native(self, body: Json, ids: list[int], request: ChatRequest) -> Completion:
