@@ -75,7 +75,9 @@ async def speed(
             ids = await backend.prompt_ids(messages)  # not timed: the engine takes ids
             body = {"prompt": ids, "max_tokens": max_tokens, "temperature": 0.0, "logprobs": 1}
             started = time.perf_counter()
-            answer = await asyncio.to_thread(backend.engine.handle_completions, body)
+            engine = backend.engine
+            assert engine is not None, "the backend is loaded"
+            answer = await asyncio.to_thread(engine.handle_completions, body)
             seconds = time.perf_counter() - started
             count = len(ids) if prompt else answer["usage"]["completion_tokens"]
         rates.setdefault((phase, path), []).append(count / seconds)

@@ -29,8 +29,9 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -50,6 +51,16 @@ from tracegen.schema import ChatMessage, TokenLogprob, TopLogprob
 HOST = "local"
 MEMORY_HEADROOM = 0.9
 """Share of the available memory the model and its KV cache may take."""
+
+
+class Engine(Protocol):
+    """What the backend calls on llama.cpp (an ``xllamacpp.Server``): one completion from token
+    ids, streamed to ``on_chunk`` (which returns True to stop it) or returned whole; a bad
+    request raises `ValueError`."""
+
+    def handle_completions(
+        self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool] | None = None
+    ) -> Any: ...
 
 
 def default_threads() -> int:
@@ -114,7 +125,7 @@ class LocalBackend:
         self.slots = slots
         self.threads = threads or default_threads()
         self.load_s = 0.0
-        self._server: Any = None
+        self._server: Engine | None = None
         self._http: httpx.Client | None = None
         self._folder: str | None = None
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tracegen-llama")
@@ -150,9 +161,14 @@ class LocalBackend:
                         signal.signal(sig, handler)
 
     def _load(self) -> None:
+        started = time.perf_counter()
+        self._server, self._http = self._start_engine()
+        self.load_s = time.perf_counter() - started
+
+    def _start_engine(self) -> tuple[Engine, httpx.Client]:
+        """llama.cpp's server code in process, and a client of its private listener."""
         import xllamacpp
 
-        started = time.perf_counter()
         self._folder = tempfile.mkdtemp(prefix="tracegen-llama-")
         socket_path = os.path.join(self._folder, "llama.sock")
         key = secrets.token_urlsafe(32)
@@ -171,16 +187,16 @@ class LocalBackend:
             p.chat_template = self.local.template
             p.use_jinja = True
         try:
-            self._server = xllamacpp.Server(p)
+            server = xllamacpp.Server(p)
         except RuntimeError as e:
             raise ConfigError(f"{self.local.info.path}: llama.cpp could not load it: {e}") from None
-        self._http = httpx.Client(
+        client = httpx.Client(
             transport=httpx.HTTPTransport(uds=socket_path),
             base_url="http://llama.cpp",
             headers={"Authorization": f"Bearer {key}"},
             timeout=60.0,
         )
-        self.load_s = time.perf_counter() - started
+        return server, client
 
     # ------------------------------------------------------------ the backend protocol
 
@@ -214,7 +230,7 @@ class LocalBackend:
         return {"completion"}
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine | None:
         """The loaded ``xllamacpp.Server`` (benchmarks call it directly to compare)."""
         return self._server
 
@@ -272,6 +288,8 @@ class LocalBackend:
                     body[key] = value
             if o.grammar is not None:
                 body["grammar"] = o.grammar.gbnf
+            if self._server is None:
+                raise ServerError("the local model is not loaded")
             try:
                 self._server.handle_completions(body, stream.on_chunk)
             except ValueError as e:
@@ -414,7 +432,7 @@ class _Stream:
         t = self.timings
         return Completion(
             content=self.text if self.content is None else self.content,
-            logprobs=self.tokens if logprobs else None,
+            logprobs=self.tokens if logprobs and self.tokens else None,
             finish_reason=self.finish,
             prompt_tokens=len(prompt_ids),
             completion_tokens=len(self.tokens),
