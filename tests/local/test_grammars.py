@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tracegen.llm.grammar import Grammar
+from tracegen.llm.grammar import Alt, Expr, Grammar, Lit, Ref, Rep, Seq
 from tracegen.modes.grammars import GRAMMARS, INLINE_CONTINUE, INLINE_START, MARKERS, THINK_CODE
 
 
@@ -54,3 +54,37 @@ def test_every_grammar_has_gbnf_and_a_stable_hash(grammar: Grammar) -> None:
     assert grammar.gbnf.startswith("root ::= ")
     assert len(grammar.sha256) == 64
     assert grammar.sha256 == Grammar(grammar.name, dict(grammar.rules)).sha256
+
+
+def _nullable(e: Expr, rules: dict[str, Expr], seen: frozenset[str] = frozenset()) -> bool:
+    if isinstance(e, Lit):
+        return e.text == ""
+    if isinstance(e, Ref):
+        return e.name not in seen and _nullable(rules[e.name], rules, seen | {e.name})
+    if isinstance(e, Seq):
+        return all(_nullable(i, rules, seen) for i in e.items)
+    if isinstance(e, Alt):
+        return any(_nullable(o, rules, seen) for o in e.options)
+    if isinstance(e, Rep):
+        return e.low == 0 or _nullable(e.item, rules, seen)
+    return False
+
+
+def _repetitions(e: Expr) -> list[Rep]:
+    parts = {Seq: "items", Alt: "options"}.get(type(e))
+    inner = list(getattr(e, parts)) if parts else [e.item] if isinstance(e, Rep) else []
+    return ([e] if isinstance(e, Rep) else []) + [r for i in inner for r in _repetitions(i)]
+
+
+@pytest.mark.parametrize("grammar", list(GRAMMARS.values()), ids=list(GRAMMARS))
+def test_a_repeated_part_is_never_empty_nor_of_free_length(grammar: Grammar) -> None:
+    """So a reply is read one way only: llama.cpp's sampler follows every reading at once, and
+    a tool call's string that could be cut into parts many ways cost seconds a token."""
+    for rule in grammar.rules.values():
+        for rep in _repetitions(rule):
+            item = rep.item
+            while isinstance(item, Ref):
+                item = grammar.rules[item.name]
+            assert not _nullable(item, grammar.rules), f"{grammar.name}: {rep.gbnf()}"
+            free = isinstance(item, Rep) and item.low != item.high
+            assert not free, f"{grammar.name}: {rep.gbnf()}"

@@ -20,20 +20,22 @@ PROSE_LINES = 3
 LINE_CHARS = 200
 CODE_LINES = 40
 CALL_CHARS = 1500
+JSON_BLOCK = 50
 _LINE = rep(alt(chars("^<`\\n"), seq("<", chars("^/a-z`\\n"))), 0, LINE_CHARS)
 _PROSE = seq(ref("line"), rep(seq("\n", ref("line")), 0, PROSE_LINES - 1))
 _CODE_LINE = rep(alt(chars("^<`\\n"), seq("<", chars("^/`\\n"))), 0, LINE_CHARS)
 _CODE = seq(ref("code-line"), rep(seq("\n", ref("code-line")), 0, CODE_LINES - 1))
-_JSON_CHUNK = rep(
-    alt(
-        chars(r'^"\\<\x00-\x1f'),
-        seq("<", chars(r'^/"\\\x00-\x1f')),  # so "</tool_call>" cannot end a call early
-        seq("\\", alt(chars(r'"\\/bfnrt'), seq("u", rep(chars("0-9a-fA-F"), 4, 4)))),
-    ),
-    0,
-    CALL_CHARS // 30,
+_JSON_CHAR = alt(
+    chars(r'^"\\<\x00-\x1f'),
+    seq("<", chars(r'^/"\\\x00-\x1f')),  # so "</tool_call>" cannot end a call early
+    seq("\\", alt(chars(r'"\\/bfnrt'), seq("u", rep(chars("0-9a-fA-F"), 4, 4)))),
 )
-_JSON_STRING = rep(ref("json-chunk"), 0, 30)  # two levels: llama.cpp caps one repetition's size
+_JSON_BLOCK = rep(_JSON_CHAR, JSON_BLOCK, JSON_BLOCK)
+# Two levels, as llama.cpp caps the size of one repetition; whole blocks then a shorter tail,
+# so a string is read one way only (blocks of any length let the sampler track every way of
+# cutting it, which made each token of a tool call cost seconds).
+_JSON_STRING = seq(rep(ref("json-block"), 0, CALL_CHARS // JSON_BLOCK - 1), ref("json-tail"))
+_JSON_TAIL = rep(_JSON_CHAR, 0, JSON_BLOCK)
 _WS = rep(chars(" \\n"), 0, 2)
 
 
@@ -108,7 +110,8 @@ _INLINE_RULES: dict[str, Expr] = {
     "line": _LINE,
     "code-line": _CODE_LINE,
     "json-string": _JSON_STRING,
-    "json-chunk": _JSON_CHUNK,
+    "json-block": _JSON_BLOCK,
+    "json-tail": _JSON_TAIL,
     "code-body": _CODE,
     "ws": _WS,
     "after": alt(_CALL, ref("finish")),
