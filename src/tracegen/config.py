@@ -20,7 +20,7 @@ from tracegen.schema import ContinueMethod
 DEFAULT_PORT = 11434
 DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
 ENV_PREFIX = "TRACEGEN_"
-BACKEND_CHOICES = ("auto", "ollama", "openai")
+BACKEND_CHOICES = ("auto", "ollama", "openai", "local")
 """What ``--backend`` takes: ``auto`` or a kind of `tracegen.llm.factory.BACKENDS`."""
 ContinueChoice = Literal["auto", ContinueMethod]
 S = TypeVar("S", bound=BaseModel)
@@ -81,11 +81,24 @@ class GenerationSettings(BaseModel):
         description="seconds of wall clock per execution",
     )
     prompts_dir: Path | None = None
+    constrain: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="constrain decoding to the mode's grammar (auto: where it helps, see README)",
+    )
+    chat_template: Path | None = Field(
+        default=None, description="local backend: a Jinja chat template for the GGUF model"
+    )
 
     def record(self, prompt_text: str) -> dict[str, Any]:
         """These settings and the hash of the system prompt actually used, as the run's state
-        file records them: exactly what `digest` hashes."""
+        file records them: exactly what `digest` hashes. Settings added later are left out
+        while they have no effect (unconstrained decoding, the model's own template), so
+        files made before them resume."""
         data = self.model_dump(mode="json", exclude={"prompts_dir"})
+        if data["constrain"] != "on":
+            del data["constrain"]
+        if data["chat_template"] is None:
+            del data["chat_template"]
         data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
         return data
 
@@ -99,6 +112,9 @@ class RunSettings(GenerationSettings):
     """`tracegen run`: generation settings plus where and how to run them."""
 
     backend: str = "auto"
+    threads: int | None = Field(
+        default=None, ge=1, le=MAX_CONCURRENCY, description="local backend: llama.cpp threads"
+    )
     hosts: list[str] = Field(
         default_factory=lambda: [DEFAULT_HOST], min_length=1, max_length=MAX_HOSTS
     )

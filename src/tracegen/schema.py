@@ -334,6 +334,9 @@ class Trace(Record):
     logprobs_status: LogprobsStatus = "not_requested"
     continuation: ContinueMethod | None = None
     token_requests: list[TokenRequest] = Field(default_factory=list)
+    grammars: dict[str, str] = Field(default_factory=dict)
+    """The grammars decoding was constrained to (name → sha256 of the GBNF text); empty when
+    it was not. Logprobs of a constrained trace describe the model, not the masked sampler."""
     usage: Usage = Field(default_factory=Usage)
     error: TraceError | None = None
 

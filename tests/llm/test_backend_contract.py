@@ -1,7 +1,8 @@
 """What every backend does the same way, each against a stand-in of its server.
 
-`tests.support.backends.BACKENDS` lists them: Ollama, and the OpenAI-compatible backend in each
-server flavour (vLLM, SGLang, llama.cpp's server, LM Studio).
+`tests.support.backends.BACKENDS` lists them: Ollama, the OpenAI-compatible backend in each
+server flavour (vLLM, SGLang, llama.cpp's server, LM Studio), and the embedded one over a
+scripted engine (its HTTP statuses and transport faults do not exist: no wire).
 """
 
 from __future__ import annotations
@@ -11,15 +12,18 @@ from typing import Any
 
 import pytest
 
-from tests.support.backends import BACKENDS, Served, serve
+from tests.support.backends import BACKENDS, IN_PROCESS, Served, serve
 from tests.support.fake_model import END_OF_TURN, Fault, Reply
+from tests.support.fake_openai import grammar_sent
 from tracegen.errors import AuthError, BadRequest, ConfigError, ModelNotFound
 from tracegen.llm.base import ChatRequest, SamplingOptions
+from tracegen.llm.grammar import Grammar, alt
 from tracegen.schema import ChatMessage
 
 ANSWER = "<think>Add them.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>"
 PARTIAL = "<think>Try it.\n<tool_call>{}</tool_call>\n<tool_response>{}</tool_response>"
 every_backend = pytest.mark.parametrize("name", list(BACKENDS))
+every_wire = pytest.mark.parametrize("name", [n for n in BACKENDS if n not in IN_PROCESS])
 
 
 def request(*messages: tuple[str, str], **kw: Any) -> ChatRequest:
@@ -118,6 +122,22 @@ async def test_a_continuation_method_the_server_lacks_is_refused_naming_those_it
 
 
 @every_backend
+async def test_a_grammar_goes_where_the_server_reads_it_or_is_refused(name: str) -> None:
+    grammar = Grammar("yes-no", {"root": alt("yes", "no")})
+    constrained = request(options=SamplingOptions(grammar=grammar))
+    async with serve(name) as s:
+        s.model.script("yes")
+        if not s.backend.capabilities.grammar:
+            with pytest.raises(ConfigError, match="takes no grammar"):
+                await s.backend.chat(constrained)
+            assert attempts(s) == 0
+            return
+        c = await s.backend.chat(constrained)  # the stand-in refuses a field it does not read
+    assert c.content == "yes"
+    assert [grammar_sent(body) for body in s.generations()] == [grammar.gbnf]
+
+
+@every_wire
 @pytest.mark.parametrize(
     ("status", "error"), [(404, ModelNotFound), (401, AuthError), (400, BadRequest)]
 )
@@ -131,7 +151,7 @@ async def test_refusals_are_typed_and_not_retried(
         assert attempts(s) == 1
 
 
-@every_backend
+@every_wire
 @pytest.mark.parametrize(
     "fault",
     [

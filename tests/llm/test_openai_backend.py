@@ -20,8 +20,10 @@ from tracegen.errors import (
     ServerError,
 )
 from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
+from tracegen.llm.grammar import Grammar, alt
 from tracegen.llm.http import Json
 from tracegen.llm.openai import OpenAIBackend, openai_messages
+from tracegen.llm.openai_servers import FLAVORS
 from tracegen.schema import ChatMessage, ToolCall, ToolFunction
 
 CALL = {"function": {"name": "python", "arguments": {"code": "print(2)"}}}
@@ -238,3 +240,33 @@ async def test_llamacpp_chat_keeps_only_the_alternatives_asked_for(top: int) -> 
     assert c.logprobs and all(len(t.top_logprobs) == top for t in c.logprobs)
     assert [t.id for t in c.logprobs] == [server.vocab.id(t.token) for t in c.logprobs]
     assert c.generation_s > 0 and body["top_logprobs"] == max(1, top)
+
+
+@pytest.mark.parametrize(
+    ("version", "field"),
+    [
+        ("0.11.2", "structured_outputs"),
+        ("0.10.2", "structured_outputs"),
+        ("0.9.2", "guided_grammar"),
+    ],
+)
+async def test_vllm_takes_a_grammar_in_the_field_its_version_reads(
+    version: str, field: str
+) -> None:
+    grammar = Grammar("yes-no", {"root": alt("yes", "no")})
+    with FakeOpenAI("vllm", version=version) as server:
+        server.script("yes")
+        async with backend(server) as b:
+            await b.chat(request(options=SamplingOptions(grammar=grammar)))
+        (body,) = chat_bodies(server)
+    assert field in body and fake_openai.grammar_sent(body) == grammar.gbnf
+
+
+def test_a_server_that_takes_a_grammar_says_so_and_one_that_does_not_says_nothing() -> None:
+    for flavor in FLAVORS.values():
+        assert flavor.capabilities.grammar == (flavor.grammar is not None), flavor.name
+    assert {f.kind for f in FLAVORS.values() if f.capabilities.grammar} == {
+        "llamacpp",
+        "sglang",
+        "vllm",
+    }

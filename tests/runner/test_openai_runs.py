@@ -11,9 +11,11 @@ import orjson
 import pytest
 
 from tests.fake_ollama import FakeOllama
+from tests.support.backends import GENERATION_PATHS
 from tests.support.fake_model import END_OF_TURN, Reply
-from tests.support.fake_openai import FakeOpenAI
-from tests.support.runs import read, solver
+from tests.support.fake_openai import FakeOpenAI, grammar_sent
+from tests.support.runs import IDEAL, read, solver
+from tracegen.modes.grammars import MARKERS
 
 CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(1 + 2)"}}</tool_call>'
 SOLUTION = "def add(a, b):\n    return a + b\n"
@@ -138,3 +140,41 @@ def test_doctor_reports_the_server_and_what_it_gives(cli, flavor, monkeypatch):
     else:
         assert "prompt," in out and "sampled" in out and " works (" in out
     assert result.exit_code == (1 if flavor == "lmstudio" else 0), out
+
+
+def adds(path: str, body: dict[str, Any]) -> Reply:
+    """The right markers answer to every problem (whether messages or a rendered prompt)."""
+    return Reply(content=IDEAL.format(ret="a + b"))
+
+
+def grammars_sent(server: FakeOpenAI) -> list[str | None]:
+    return [grammar_sent(body) for path, body, _ in server.requests if path in GENERATION_PATHS]
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "sglang", "llamacpp"])
+def test_constrain_on_sends_the_modes_grammar_where_each_server_reads_it(cli, workspace, flavor):
+    with FakeOpenAI(flavor) as server:
+        server.set_responder(adds)
+        result = cli([*workspace.args(server.api, "--limit", "2"), "--constrain", "on"])
+        sent = grammars_sent(server)
+    assert result.exit_code == 0, result.output
+    assert sent == [MARKERS.gbnf, MARKERS.gbnf]
+    assert [t["grammars"] for t in read(workspace.out)] == [{"markers": MARKERS.sha256}] * 2
+
+
+def test_constrain_auto_leaves_a_server_unconstrained(cli, workspace):
+    with FakeOpenAI("llamacpp") as server:
+        server.set_responder(adds)
+        assert cli(workspace.args(server.api, "--limit", "1")).exit_code == 0
+        sent = grammars_sent(server)
+    assert sent == [None] and read(workspace.out)[0]["grammars"] == {}
+
+
+def test_constrain_on_is_refused_at_the_start_where_the_server_takes_no_grammar(cli, workspace):
+    with FakeOpenAI("lmstudio") as server:
+        result = cli([*workspace.args(server.api), "--constrain", "on"])
+        sent = grammars_sent(server)
+    assert result.exit_code == 2
+    refusal = r"--constrain on needs a backend that takes a grammar .*LM Studio at \S+ does not"
+    assert re.search(refusal, result.output), result.output
+    assert sent == [] and read(workspace.out) == []

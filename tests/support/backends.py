@@ -1,4 +1,5 @@
-"""Every backend tracegen has, each against a loopback stand-in of its server, by name.
+"""Every backend tracegen has, each against a loopback stand-in of its server, by name (the
+embedded one against the llama.cpp stand-in as its engine).
 
 `serve(name)` starts the stand-in and yields a `Served`: the scripted model (`FakeModel`: script,
 faults, recorded requests and prompts) and a backend talking to it. Adding a backend to the
@@ -16,6 +17,7 @@ from tests.fake_ollama import FakeOllama
 from tests.support.fake_model import FakeModel
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.in_process import InProcessTransport
+from tests.support.local_engine import scripted_local
 from tracegen.llm.base import HostBackend
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.openai import OpenAIBackend
@@ -51,6 +53,11 @@ def _ollama_in_process(
     )
 
 
+def _local(**options: Any) -> tuple[FakeModel, Callable[[FakeModel], HostBackend]]:
+    """The embedded backend over a scripted llama.cpp (`tests.support.local_engine`)."""
+    return FakeOpenAI("llamacpp"), scripted_local
+
+
 def _openai(flavor: str) -> Callable[..., tuple[FakeModel, Callable[[FakeModel], HostBackend]]]:
     def make(**options: Any) -> tuple[FakeModel, Callable[[FakeModel], HostBackend]]:
         return FakeOpenAI(flavor), lambda m: OpenAIBackend(f"{m.url}/v1", "test-model", **options)
@@ -65,7 +72,10 @@ BACKENDS: dict[str, Callable[..., tuple[FakeModel, Callable[[FakeModel], HostBac
     "sglang": _openai("sglang"),
     "llamacpp": _openai("llamacpp"),
     "lmstudio": _openai("lmstudio"),
+    "local": _local,
 }
+IN_PROCESS = {"local"}
+"""Backends with no wire to the model: HTTP statuses and transport faults cannot happen."""
 
 
 @contextlib.asynccontextmanager

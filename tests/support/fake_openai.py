@@ -34,6 +34,9 @@ inside a continued message. Simplifications: one choice; no streaming (``stream:
 400, as tracegen never streams); the chat template is ChatML-like; ``lmstudio`` closes a
 trailing assistant message (it offers no continuation); only the generation endpoints take
 faults, latency and ``parallel``.
+A grammar is taken only in the field its server reads (`grammar_field`; vLLM's depends on its
+version): any other is a 400, so a grammar sent where a real server would ignore it (and decode
+unconstrained) fails loudly.
 """
 
 from __future__ import annotations
@@ -69,6 +72,25 @@ MAX_LOGPROBS = 20
 LLAMACPP_ALTERNATIVES = 20
 """The alternatives llama.cpp's chat gives each token when ``logprobs`` comes without
 ``top_logprobs`` (measured; with ``top_logprobs: 0`` it gives no logprobs)."""
+GRAMMAR_FIELDS = ("grammar", "ebnf", "structured_outputs", "guided_grammar")
+"""Where each server reads a grammar: llama.cpp ``grammar`` (GBNF), SGLang ``ebnf``, vLLM
+``structured_outputs.grammar`` from 0.10.2 and ``guided_grammar`` before (removed in 0.12)."""
+
+
+def grammar_field(flavor: str, version: str) -> str | None:
+    """The one field a server of ``flavor`` and ``version`` reads a grammar from."""
+    if flavor == "vllm":
+        release = tuple(int(p) for p in version.split(".")[:3])
+        return "structured_outputs" if release >= (0, 10, 2) else "guided_grammar"
+    return {"llamacpp": "grammar", "sglang": "ebnf"}.get(flavor)
+
+
+def grammar_sent(body: dict[str, Any]) -> str | None:
+    """The grammar text a request carries, in whichever field."""
+    outputs = body.get("structured_outputs")
+    if isinstance(outputs, dict):
+        return outputs.get("grammar")
+    return next((body[k] for k in ("grammar", "ebnf", "guided_grammar") if k in body), None)
 
 
 class _Handler(Handler):
@@ -107,7 +129,7 @@ class _Handler(Handler):
         fake.record(self.path, {}, self.headers_seen())
         if not self._authorized():
             return
-        flavor, version = fake.flavor, VERSIONS[fake.flavor]
+        flavor, version = fake.flavor, fake.version
         name = next(iter(fake.models), "")
         if self.path == "/v1/models":
             data = [{"id": n, "object": "model", "owned_by": flavor} for n in fake.models]
@@ -193,6 +215,18 @@ class _Handler(Handler):
             return 400, "Unrecognized key in request: continue_final_message"
         if continuing and messages[-1].get("role") != "assistant":
             return 400, "continue_final_message needs the final message to be the assistant's"
+        return self._grammar_problem(body)
+
+    def _grammar_problem(self, body: dict[str, Any]) -> tuple[int, str] | None:
+        """A grammar in a field this server does not read (strict: a real one would ignore it
+        and decode unconstrained), or one that is not GBNF text."""
+        taken = grammar_field(self.fake.flavor, self.fake.version)
+        for key in GRAMMAR_FIELDS:
+            if key in body and key != taken:
+                return 400, f"Unrecognized key in request: {key}"
+        text = grammar_sent(body)
+        if taken in body and not (isinstance(text, str) and "root ::=" in text):
+            return 400, f"{taken} holds no grammar: {str(body[taken])[:80]}"
         return None
 
     def _render(self, body: dict[str, Any]) -> str:
@@ -325,6 +359,7 @@ class _Handler(Handler):
         elif body.get("stream"):
             problem = 400, "this stand-in answers only non-streamed requests"
         prompt = fake.vocab.decode(ids)
+        problem = problem or self._grammar_problem(body)
         answered = self._fault_or_reply(self.path, {**body, "prompt": prompt}, problem)
         if answered is None:
             return
@@ -420,7 +455,8 @@ class FakeOpenAI(FakeModel):
     """An OpenAI-compatible server of one ``flavor``; see the module docstring.
 
     ``token_ids_as_text`` is vLLM's ``--return-tokens-as-token-ids``. ``api_key``, when set,
-    is required as a bearer token on every request.
+    is required as a bearer token on every request. ``version`` is the one the server reports
+    (default: `VERSIONS`); a grammar is read from the field that version reads.
     """
 
     handler = _Handler
@@ -434,11 +470,13 @@ class FakeOpenAI(FakeModel):
         *,
         token_ids_as_text: bool = False,
         api_key: str | None = None,
+        version: str | None = None,
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"unknown flavor {flavor!r}; known: {', '.join(FLAVORS)}")
         super().__init__(models, parallel, latency_s)
         self.flavor = flavor
+        self.version = VERSIONS[flavor] if version is None else version
         self.token_ids_as_text = token_ids_as_text
         self.api_key = api_key
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 
 from tracegen.cli.app import app
-from tracegen.cli.options import BackendOpt, ConfigOpt, HostOpt, ModelOpt, SandboxOpt
+from tracegen.cli.options import (
+    BackendOpt,
+    ChatTemplateOpt,
+    ConfigOpt,
+    HostOpt,
+    ModelOpt,
+    SandboxOpt,
+)
 
 
 @app.command()
@@ -13,14 +20,21 @@ def doctor(
     host: HostOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
+    chat_template: ChatTemplateOpt = None,
     sandbox: SandboxOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Check the server, the model, logprobs, token ids, continuation and the sandbox; exit 1
-    if anything is wrong."""
+    """Check the server (or the embedded model), the model, logprobs, token ids, continuation
+    and the sandbox; exit 1 if anything is wrong."""
     from tracegen.config import RunSettings, load_settings
     from tracegen.generate.doctor import doctor_command
 
-    flags = {"hosts": host or None, "backend": backend, "model": model, "sandbox": sandbox}
+    flags = {
+        "hosts": host or None,
+        "backend": backend,
+        "model": model,
+        "chat_template": chat_template,
+        "sandbox": sandbox,
+    }
     settings = load_settings(RunSettings, flags, config_file=config)
     raise typer.Exit(doctor_command(settings))

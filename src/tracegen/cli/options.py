@@ -26,11 +26,26 @@ BackendOpt = Annotated[
     str | None,
     typer.Option(
         "--backend",
-        help="Server kind; auto (default) finds out what answers at each host."
-        " [env: TRACEGEN_BACKEND]",
+        help="Server kind: ollama, openai (an OpenAI-compatible server) or local (llama.cpp "
+        "in process); auto (default) finds out what answers at each host, and runs the "
+        "embedded model when no host or model is given and nothing answers at Ollama's "
+        "address. [env: TRACEGEN_BACKEND]",
     ),
 ]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name as the server knows it.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Model name as the server knows it; for --backend local a GGUF file or a "
+        "packaged model (smollm2-135m, gemma3-270m).",
+    ),
+]
+ChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--chat-template", help="--backend local: a Jinja chat template file for the model."
+    ),
+]
 ProblemsOpt = Annotated[
     str | None,
     typer.Option(

@@ -13,6 +13,7 @@ from tracegen.cli.options import (
     OUT,
     RUN,
     BackendOpt,
+    ChatTemplateOpt,
     ConfigOpt,
     HostOpt,
     IdsOpt,
@@ -82,6 +83,22 @@ def run(
         str | None,
         typer.Option(
             help="native-tools: format of tool calls written as text.", rich_help_panel=GEN
+        ),
+    ] = None,
+    constrain: Annotated[
+        str | None,
+        typer.Option(
+            help="Constrain decoding to the mode's grammar: auto (where it helps the embedded "
+            "model), on, off.",
+            rich_help_panel=GEN,
+        ),
+    ] = None,
+    chat_template: ChatTemplateOpt = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="--backend local: llama.cpp threads (default: half the cores).",
+            rich_help_panel=RUN,
         ),
     ] = None,
     prompts_dir: Annotated[

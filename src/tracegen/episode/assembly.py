@@ -53,6 +53,7 @@ async def assemble(session: Session, scoring: Scoring, error: TraceError | None)
         logprobs_status=transcript.logprobs_status(),
         continuation=session.turns.continuation,
         token_requests=transcript.token_requests,
+        grammars=session.turns.grammars,
         usage=session.turns.usage,
         error=error,
     )

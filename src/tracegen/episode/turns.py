@@ -11,6 +11,7 @@ from tracegen.episode.limits import EpisodeEnded, limit_reached, repeated_tail
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.episode.transcript import Transcript
 from tracegen.llm.base import Backend, ChatRequest, Completion, ContinueMethod, SamplingOptions
+from tracegen.llm.grammar import Grammar
 from tracegen.schema import Metrics, Usage
 
 
@@ -34,6 +35,8 @@ class Turns:
         self.usage = Usage()
         self.hosts: list[str] = []
         self.continuation: ContinueMethod | None = None
+        self.grammars: dict[str, str] = {}
+        """The grammars decoding was constrained to, name → sha256 (``constrain`` on)."""
 
     def require_turn(self) -> None:
         """End the episode now if the model may not answer again."""
@@ -42,9 +45,19 @@ class Turns:
                 "max_steps", f"the episode used all {self.settings.max_steps} model turns"
             )
 
-    def request(self, stop: Sequence[str], tools: list[dict[str, Any]] | None) -> ChatRequest:
+    def request(
+        self,
+        stop: Sequence[str],
+        tools: list[dict[str, Any]] | None,
+        grammar: Grammar | None = None,
+    ) -> ChatRequest:
+        """The next request; ``grammar`` constrains it when the ``constrain`` setting is on."""
         s = self.settings
         self.require_turn()
+        if s.constrain != "on":
+            grammar = None
+        elif grammar is not None:
+            self.grammars[grammar.name] = grammar.sha256
         options = SamplingOptions(
             temperature=s.temperature,
             top_p=s.top_p,
@@ -53,6 +66,7 @@ class Turns:
             max_tokens=s.max_tokens,
             context_tokens=s.num_ctx,
             stop=list(stop),
+            grammar=grammar,
         )
         return ChatRequest(
             messages=list(self.transcript.messages),
@@ -63,15 +77,20 @@ class Turns:
         )
 
     async def generate(
-        self, stop: Sequence[str], tools: list[dict[str, Any]] | None = None
+        self,
+        stop: Sequence[str],
+        tools: list[dict[str, Any]] | None = None,
+        grammar: Grammar | None = None,
     ) -> Completion:
         """One model turn answering the messages so far."""
-        return await self._count(self.backend.chat(self.request(stop, tools)))
+        return await self._count(self.backend.chat(self.request(stop, tools, grammar)))
 
-    async def continue_assistant(self, stop: Sequence[str]) -> Completion:
+    async def continue_assistant(
+        self, stop: Sequence[str], grammar: Grammar | None = None
+    ) -> Completion:
         """More of the assistant message that ends the conversation (prefill or raw)."""
         method = self.settings.continuation
-        request = self.request(stop, None)
+        request = self.request(stop, None, grammar)
         completion = await self._count(self.backend.continue_message(request, method))
         self.continuation = completion.continuation
         return completion

@@ -288,6 +288,7 @@ class RayExecutor(Executor):
     """Runs a plan's remaining episodes on Ray actors; see the module docstring."""
 
     unit = "episodes"
+    in_process = False
     actors: Actors
     _keeper: asyncio.Task[None] | None = None
 

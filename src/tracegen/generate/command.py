@@ -9,6 +9,7 @@ import sys
 
 from tracegen.config import RunSettings
 from tracegen.data.prompts import load_prompt
+from tracegen.errors import ConfigError
 from tracegen.generate.executor import Executor
 from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
@@ -25,7 +26,7 @@ from tracegen.generate.shards import (
     unmark_done,
 )
 from tracegen.jsonl import special_file_warning
-from tracegen.llm.factory import open_pool
+from tracegen.llm.factory import choose_backend, local_backend, open_pool
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
 from tracegen.problems import load_problems
@@ -60,6 +61,10 @@ async def _run(settings: RunSettings) -> int:
     problems = load_problems(
         settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
     )
+    settings = await choose_backend(settings, reporter.info)
+    runs_in_process(settings, executor)
+    settings = constrained(settings, mode.constrain_auto)
+    local = local_backend(settings) if settings.backend == "local" else None
     generation = settings.generation()
     plan = Plan(problems, generation, system_prompt, settings.num_samples, settings.seed)
     output, rejects = settings.output, settings.rejects
@@ -92,12 +97,17 @@ async def _run(settings: RunSettings) -> int:
         else:
             if shard is not None:
                 unmark_done(output)
+            if local is not None:
+                reporter.info(local.describe(constrained=settings.constrain == "on"))
             pool = await open_pool(
                 settings,
                 on_retry=reporter.retry,
                 warn=reporter.warn,
                 continues_message=mode.continues_message,
+                local=local,
             )
+            if local is not None:
+                reporter.info(f"local: model loaded in {local.load_s:.1f}s")
             if pool.kind is not None:  # what --backend auto found: workers elsewhere use it
                 settings = settings.model_copy(update={"backend": pool.kind})
             try:
@@ -107,7 +117,28 @@ async def _run(settings: RunSettings) -> int:
         finished = plan.count(files.done) == 0
     finally:
         files.close()
+        if local is not None:
+            await local.aclose()
     if shard is not None and status == 0 and finished:
         mark_done(output, *shard)
         reporter.info(f"shard {shard[0]} is done: {output}")
     return status
+
+
+def constrained(settings: RunSettings, measured: bool) -> RunSettings:
+    """``settings`` with ``constrain`` decided: ``auto`` constrains a mode on the embedded
+    model where the measured table (README, The local backend) says it helps (``measured``)."""
+    on = settings.constrain == "on" or (
+        settings.constrain == "auto" and settings.backend == "local" and measured
+    )
+    return settings.model_copy(update={"constrain": "on" if on else "off"})
+
+
+def runs_in_process(settings: RunSettings, executor: type[Executor]) -> None:
+    """A `ConfigError` when the embedded model would have to serve episodes run elsewhere."""
+    if settings.backend == "local" and not executor.in_process:
+        raise ConfigError(
+            f"--executor {settings.executor} runs episodes in other processes, which cannot "
+            "use the model --backend local runs in this one: give --host a model server "
+            "(Ollama, vLLM, SGLang, llama.cpp's server) or use --executor local"
+        )

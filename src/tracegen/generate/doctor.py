@@ -1,5 +1,6 @@
-"""`tracegen doctor`: server reachable (which one), model there, tools, logprobs, token ids and
-continuation working (a one-token request each), sandbox isolated?"""
+"""`tracegen doctor`: server reachable (which one) or the embedded model loadable, model there,
+tools, logprobs, token ids and continuation working (a one-token request each), sandbox
+isolated?"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rich.table import Table
 from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
 from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
-from tracegen.llm.factory import Found, backend_for, identify
+from tracegen.llm.factory import Found, backend_for, choose_backend, identify, local_backend
 from tracegen.llm.http import PROBE_TIMEOUT_S
 from tracegen.modes import get_mode
 from tracegen.sandbox import detect_isolation
@@ -65,11 +66,57 @@ def doctor_command(settings: RunSettings) -> int:
 
 
 async def run_checks(settings: RunSettings) -> list[Check]:
-    """Every host's checks, then the sandbox's."""
+    """Every host's checks (or the embedded model's), then the sandbox's."""
+    settings = await choose_backend(settings, lambda _: None)
     checks: list[Check] = []
-    for host in settings.hosts:
-        checks += await check_host(settings, host)
+    if settings.backend == "local":
+        checks += await check_local(settings)
+    else:
+        for host in settings.hosts:
+            checks += await check_host(settings, host)
     checks.append(check_sandbox(settings))
+    return checks
+
+
+async def check_local(settings: RunSettings) -> list[Check]:
+    """The embedded model: its file, size, context, template; loading it; a one-token probe."""
+    try:
+        backend = local_backend(settings)
+    except TracegenError as e:
+        return [Check("model", "fail", str(e))]
+    m = backend.local
+    checks = [
+        Check(
+            "model",
+            "ok",
+            f"{m.name}: {m.info.path} ({m.summary}; {m.info.size_bytes / 1e6:.0f} MB, "
+            f"family {m.info.architecture})",
+        ),
+        Check(
+            "context",
+            "ok",
+            f"trained for {m.info.context_length} tokens; runs with "
+            f"{backend.context_tokens} × {backend.slots} slot(s)",
+        ),
+        Check("template", "ok", f"chat template from {m.template_source}"),
+    ]
+    try:
+        await backend.open()
+        info = await backend.server_info()
+        checks.append(
+            Check(
+                "engine",
+                "ok",
+                f"{info.name} {info.version}: loaded in {backend.load_s:.1f}s, "
+                f"{backend.threads} thread(s)",
+            )
+        )
+        checks += await _logprobs(settings, "", backend)
+        checks.append(await _continuation(settings, "", backend, info.name))
+    except TracegenError as e:
+        checks.append(Check("engine", "fail", str(e)))
+    finally:
+        await backend.aclose()
     return checks
 
 
@@ -153,7 +200,11 @@ async def _logprobs(settings: RunSettings, prefix: str, backend: HostBackend) ->
     except BackendError as e:
         return [Check(name, "fail", f"a one-token request failed: {e}")]
     if completion.logprobs:
-        check = Check(name, "ok", f"returned ({len(completion.logprobs)} token(s))")
+        detail = f"returned ({len(completion.logprobs)} token(s))"
+        first = completion.logprobs[0]
+        if first.id is not None:
+            detail += f" with token ids: {first.token!r} id {first.id}, logprob {first.logprob:.2f}"
+        check = Check(name, "ok", detail)
     else:
         detail = "the server returned none: traces will say logprobs_status=absent"
         if settings.require_logprobs:
@@ -199,4 +250,14 @@ def check_sandbox(settings: RunSettings) -> Check:
     detail = f"{info.name}: {info.detail}" if info.detail else info.name
     if info.warning:
         return Check("sandbox", "warn", f"{detail} ({info.warning})")
+    if settings.backend == "local" and info.name == "rlimit":
+        return Check("sandbox", "warn", f"{detail}; {RLIMIT_AND_LOCAL}")
     return Check("sandbox", "ok", detail)
+
+
+RLIMIT_AND_LOCAL = (
+    "without network isolation generated code can reach the embedded model's listener "
+    "(a Unix socket in a private 0700 folder that also requires a random key: as root the "
+    "code runs under another uid and cannot enter the folder; as a normal user only the key "
+    "stops it)"
+)

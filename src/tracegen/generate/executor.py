@@ -18,6 +18,7 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Iterator
+from typing import ClassVar
 
 from tracegen.config import RunSettings
 from tracegen.episode.spec import EpisodeSpec
@@ -110,6 +111,9 @@ class Executor:
 
     unit = "requests"
     """What the pool's per-host counts are in the summary."""
+    in_process: ClassVar[bool] = True
+    """Whether episodes run in this process, where the embedded model (``--backend local``)
+    can serve them."""
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from tracegen.config import ContinueChoice
 from tracegen.errors import ConfigError, ProtocolError
+from tracegen.llm.grammar import Grammar
 from tracegen.schema import ChatMessage, ContinueMethod, TokenLogprob, ToolCall
 
 # How a partial assistant message is continued (`ContinueMethod`): ``prefill`` sends it last in
@@ -55,12 +56,14 @@ class Capabilities:
     continuation: tuple[ContinueMethod, ...] = ()
     tools: bool = True
     thinking: bool = False
+    grammar: bool = False
+    """Whether decoding can be constrained to a `Grammar` (``SamplingOptions.grammar``)."""
 
 
 class SamplingOptions(BaseModel):
     """Backend-neutral sampling options; ``None`` fields are left to the server."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     temperature: float | None = None
     top_p: float | None = None
@@ -69,6 +72,9 @@ class SamplingOptions(BaseModel):
     max_tokens: int | None = None
     context_tokens: int | None = None
     stop: list[str] = Field(default_factory=list)
+    grammar: Grammar | None = None
+    """Constrain the reply to this language (a backend without the ``grammar`` capability
+    never gets one)."""
 
 
 class ChatRequest(BaseModel):
@@ -148,6 +154,11 @@ def pick_continuation(
     raise ConfigError(
         f"--continuation {choice} does not work with {server} (choices that do: {works})"
     )
+
+
+def no_grammar(server: str) -> ConfigError:
+    """What a backend without the ``grammar`` capability raises when asked for one."""
+    return ConfigError(f"{server} takes no grammar: decoding cannot be constrained (--constrain)")
 
 
 class HostBackend(Backend, Protocol):

@@ -1,5 +1,5 @@
 """The one place that names backend classes: build one per host, find out what answers at a
-host (``--backend auto``), open the pool."""
+host (``--backend auto``), or run the embedded model when nothing does; open the pool."""
 
 from __future__ import annotations
 
@@ -8,12 +8,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracegen.config import RunSettings, redact_url
+from tracegen.config import DEFAULT_HOST, RunSettings, redact_url
 from tracegen.errors import BackendError, BackendTimeout, BackendUnavailable, ConfigError
-from tracegen.llm.base import HostBackend, RetryListener, ServerInfo, pick_continuation
+from tracegen.llm.base import (
+    Capabilities,
+    HostBackend,
+    RetryListener,
+    ServerInfo,
+    pick_continuation,
+)
 from tracegen.llm.http import PROBE_TIMEOUT_S
+from tracegen.llm.local import LocalBackend
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.openai import OpenAIBackend
+from tracegen.llm.packaged import DEFAULT_MODEL, find_model
 from tracegen.llm.pool import HostPool
 
 BACKENDS: dict[str, Callable[..., HostBackend]] = {
@@ -105,16 +113,83 @@ def one_kind(found: dict[str, Found]) -> str:
     return kinds.pop()
 
 
+async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> RunSettings:
+    """``settings`` with a local run decided, its ``model`` defaulted, and ``--constrain on``
+    refused where the backend kind is known to take no grammar.
+
+    ``auto`` runs the embedded model when nothing names a server or a model (no ``--host``,
+    ``OLLAMA_HOST``, ``--model``…) and nothing answers at Ollama's default address, and says
+    so in one line; otherwise it stays ``auto``, and `open_pool` finds out what answers.
+    """
+    configured = {"hosts", "model"} & settings.model_fields_set
+    if (
+        settings.backend == "auto"
+        and not configured
+        and not isinstance(await identify(settings, DEFAULT_HOST), Found)
+    ):
+        info(
+            f"no model server at {DEFAULT_HOST} and none configured: running "
+            f"{DEFAULT_MODEL} in process (--backend local; --host names a server)"
+        )
+        settings = settings.model_copy(update={"backend": "local"})
+    if settings.backend == "local" and "model" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"model": DEFAULT_MODEL})
+    known = KNOWN_CAPABILITIES.get(settings.backend)
+    if known is not None:
+        check_grammar(settings, known, f"--backend {settings.backend}")
+    return settings
+
+
+KNOWN_CAPABILITIES: dict[str, Capabilities] = {
+    "local": LocalBackend.capabilities,
+    "ollama": OllamaBackend.capabilities,
+}
+"""What a backend kind can do, known before anything answers (an OpenAI-compatible server's
+depend on which server it is)."""
+
+
+def check_grammar(settings: RunSettings, capabilities: Capabilities, server: str) -> None:
+    """A `ConfigError` when ``--constrain on`` asks ``server`` for what it cannot do."""
+    if settings.constrain == "on" and not capabilities.grammar:
+        raise ConfigError(
+            f"--constrain on needs a backend that takes a grammar (local, or llama.cpp's "
+            f"server, vLLM or SGLang), and {server} does not: drop it or use another backend"
+        )
+
+
+def local_backend(settings: RunSettings) -> LocalBackend:
+    """The embedded model of a local run, checked (engine, file, template, memory) but not
+    loaded: each problem is one line before anything is written."""
+    model = find_model(settings.model, settings.chat_template)
+    return LocalBackend(
+        model, context_tokens=settings.num_ctx, slots=settings.concurrency, threads=settings.threads
+    )
+
+
 async def open_pool(
     settings: RunSettings,
     *,
     on_retry: RetryListener,
     warn: Callable[[str], None],
     continues_message: bool = False,
+    local: LocalBackend | None = None,
 ) -> HostPool:
     """One backend per host; stop at once if no host answers or hosts are of different kinds,
-    or when the mode continues messages and a host cannot with ``--continuation``; bench the
-    hosts that do not answer."""
+    or when a host cannot do what the run asks (``--continuation`` when the mode continues
+    messages, ``--constrain on``); bench the hosts that do not answer. A local run has one
+    backend, ``local`` (built here if not given), loaded now."""
+    if settings.backend == "local":
+        model = local or local_backend(settings)
+        if continues_message:
+            pick_continuation(settings.continuation, model.capabilities, model.server_name)
+        try:
+            await model.open()
+        except BaseException:
+            await model.aclose()
+            raise
+        pool = HostPool([model], limit=settings.concurrency)
+        pool.kind = "local"
+        return pool
     answers = await asyncio.gather(*(identify(settings, h) for h in settings.hosts))
     found = {h: a for h, a in zip(settings.hosts, answers, strict=True) if isinstance(a, Found)}
     down = {h: a for h, a in zip(settings.hosts, answers, strict=True) if isinstance(a, str)}
@@ -136,11 +211,13 @@ async def open_pool(
     pool = HostPool(backends, limit=settings.concurrency)
     pool.kind = kind
     try:
-        for backend in backends if continues_message else ():
+        for backend in backends:
             if backend.host in found:
                 server = found[backend.host].server
                 name = f"{server.name if server else kind} at {redact_url(backend.host)}"
-                pick_continuation(settings.continuation, backend.capabilities, name)
+                if continues_message:
+                    pick_continuation(settings.continuation, backend.capabilities, name)
+                check_grammar(settings, backend.capabilities, name)
     except ConfigError:
         await pool.aclose()
         raise

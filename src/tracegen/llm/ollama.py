@@ -24,6 +24,7 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    no_grammar,
     pick_continuation,
     token_logprobs,
 )
@@ -92,6 +93,8 @@ class OllamaBackend(HttpBackend):
     def _base_body(self, request: ChatRequest) -> Json:
         body: Json = {"model": self.model, "stream": False}
         o = request.options
+        if o.grammar is not None:
+            raise no_grammar(self.server_name)
         options = {
             "temperature": o.temperature,
             "top_p": o.top_p,

@@ -20,6 +20,8 @@ read whole, with each server's extensions for logprobs, token ids and continuati
   ``timings``. That is ``raw`` continuation too (the rendered prompt must end with the partial
   message, no end-of-turn). ``prefill`` sends the partial assistant message last in a chat
   request, which llama.cpp's template renderer leaves open.
+- A grammar (``--constrain``) goes in the fields the server reads (`Flavor.grammar`): llama.cpp's
+  ``grammar`` (on ``/completion`` too), vLLM's ``structured_outputs``, SGLang's ``ebnf``.
 
 Sources: vLLM ``vllm/entrypoints/openai/chat_completion/protocol.py`` @ d5dba2d7
 (``ChatCompletionResponse.prompt_token_ids``, ``ChatCompletionResponseChoice.token_ids``);
@@ -54,9 +56,11 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    no_grammar,
     pick_continuation,
     token_logprobs,
 )
+from tracegen.llm.grammar import Grammar
 from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.llm.openai_servers import FLAVORS, GENERIC, Flavor
 from tracegen.schema import ChatMessage, TokenLogprob, ToolCall, ToolFunction
@@ -211,7 +215,15 @@ class OpenAIBackend(HttpBackend):
             body["chat_template_kwargs"] = {"enable_thinking": request.think}
         if flavor.token_ids == "vllm":
             body["return_token_ids"] = True
+        if o.grammar is not None:
+            body.update(self._grammar_fields(flavor, o.grammar))
         return body
+
+    def _grammar_fields(self, flavor: Flavor, grammar: Grammar) -> Json:
+        """The fields that constrain decoding to ``grammar`` on this server."""
+        if flavor.grammar is None:
+            raise no_grammar(f"{flavor.name} at {self.host}")
+        return flavor.grammar(grammar, self.server.version if self.server else "")
 
     async def _chat(self, body: Json, request: ChatRequest) -> Completion:
         async def once() -> Completion:
@@ -262,6 +274,8 @@ class OpenAIBackend(HttpBackend):
             body["stop"] = list(o.stop)
         if request.logprobs:
             body["n_probs"] = max(1, request.top_logprobs)
+        if o.grammar is not None:
+            body.update(self._grammar_fields(await self._flavor_known(), o.grammar))
         url = f"{self._root}/completion"
 
         async def once() -> Completion:

@@ -22,6 +22,7 @@ from tracegen.episode.session import Session
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import AuthError, BackendError, BadRequest, ModelNotFound
 from tracegen.llm.base import Backend
+from tracegen.llm.grammar import Grammar
 from tracegen.parsing.program import defines
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import Trace, TraceError
@@ -35,6 +36,8 @@ class Mode(Protocol):
     name: ClassVar[str]
     continues_message: ClassVar[bool]
     """Whether it continues a partial assistant message (``--continuation`` must work)."""
+    constrain_auto: ClassVar[bool]
+    """Whether ``--constrain auto`` constrains this mode on the embedded model."""
 
     async def run(self, spec: EpisodeSpec, backend: Backend, sandbox: CodeRunner) -> Trace: ...
 
@@ -48,6 +51,12 @@ class TracedMode(ABC):
     default_think: ClassVar[bool | None] = None
     """Server-side thinking when the ``think`` setting is unset (None: not sent, the server
     decides)."""
+    grammar: ClassVar[Grammar | None] = None
+    """One model turn of the protocol as a grammar (`tracegen.modes.grammars`), used when
+    decoding is constrained; None: the mode is never constrained."""
+    constrain_auto: ClassVar[bool] = False
+    """Whether ``--constrain auto`` constrains this mode on the embedded model: where the
+    measured table in README (The local backend) shows the grammar helps."""
 
     async def run(self, spec: EpisodeSpec, backend: Backend, sandbox: CodeRunner) -> Trace:
         think = spec.settings.think

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from tracegen.episode.feedback import execution_feedback
 from tracegen.episode.session import Session
+from tracegen.llm.grammar import Grammar
 from tracegen.modes.base import TracedMode
 from tracegen.parsing.program import Program
 from tracegen.parsing.segment import open_blocks
@@ -33,11 +34,15 @@ def reclose(text: str, tags: Sequence[str]) -> str:
     return text if innermost is None else f"{text}</{innermost}>"
 
 
-async def tag_turn(session: Session, close_on: Sequence[str] = ()) -> list[Step]:
+async def tag_turn(
+    session: Session, close_on: Sequence[str] = (), grammar: Grammar | None = None
+) -> list[Step]:
     """One turn of a tag mode: stop on the system's tags and on ``</t>`` for ``t`` in
-    ``close_on`` (the closing tag the server removed is put back); its model steps."""
+    ``close_on`` (the closing tag the server removed is put back); its model steps.
+    ``grammar`` is the turn's protocol, for constrained decoding."""
     transcript = session.transcript
-    completion = await session.turns.generate([*SYSTEM_TAG_STOPS, *map(close_stop, close_on)])
+    stops = [*SYSTEM_TAG_STOPS, *map(close_stop, close_on)]
+    completion = await session.turns.generate(stops, grammar=grammar)
     content = transcript.strip(completion.content)
     if completion.finish_reason == "stop" and content == completion.content:
         content = reclose(content, close_on)
@@ -89,7 +94,8 @@ class FeedbackLoop(TracedMode):
 
     async def converse(self, session: Session) -> None:
         while True:
-            code = [s for s in await tag_turn(session, self.close_on) if s.kind == "code"]
+            steps = await tag_turn(session, self.close_on, self.grammar)
+            code = [s for s in steps if s.kind == "code"]
             if not code:
                 if not session.tested:
                     return

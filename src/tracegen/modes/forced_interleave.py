@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import CONTINUE, STEP_TAGS, assembled, interleaved, tag_turn, turn_kinds
+from tracegen.modes.grammars import ONE_STEP
 from tracegen.modes.registry import register
 from tracegen.schema import Trace
 
@@ -12,9 +13,10 @@ from tracegen.schema import Trace
 @register
 class ForcedInterleave(TracedMode):
     name = "forced-interleave"
+    grammar = ONE_STEP
 
     async def converse(self, session: Session) -> None:
-        while not any(s.kind == "verify" for s in await tag_turn(session, STEP_TAGS)):
+        while not any(s.kind == "verify" for s in await tag_turn(session, STEP_TAGS, self.grammar)):
             session.say("user", CONTINUE)
 
     def final_code(self, session: Session) -> str | None:

@@ -16,6 +16,7 @@ from tracegen.episode.limits import unreadable_twice
 from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
+from tracegen.modes.grammars import INLINE_CONTINUE, INLINE_FINISH, INLINE_START
 from tracegen.modes.registry import register
 from tracegen.parsing.segment import open_blocks
 from tracegen.parsing.toolcall import ToolCallParseError, find_tool_call, parse_tool_call
@@ -41,10 +42,12 @@ class InlineTools(TracedMode):
     default_think = False
     """The reasoning is the ``<think>`` the model writes, so server thinking is off unless
     ``think`` is set: a thinking model's parser would move that text out of the content."""
+    grammar = INLINE_START
+    constrain_auto = True
 
     async def converse(self, session: Session) -> None:
         transcript, turns = session.transcript, session.turns
-        completion = await turns.generate(STOPS)
+        completion = await turns.generate(STOPS, grammar=self.grammar)
         piece = self._piece(session, completion.content, completion.finish_reason)
         index = transcript.add_assistant(completion, piece)
         model_text = ""
@@ -59,7 +62,9 @@ class InlineTools(TracedMode):
                 return
             turns.require_turn()
             failed_before = await self._answer(session, calls[-1], failed_before)
-            completion = await turns.continue_assistant(STOPS)
+            spent = session.metrics.executions >= session.runs.max_iterations
+            grammar = INLINE_FINISH if spent else INLINE_CONTINUE  # offer what the budget allows
+            completion = await turns.continue_assistant(STOPS, grammar)
             piece = self._piece(session, completion.content, completion.finish_reason)
             transcript.extend_assistant(completion, piece)
 

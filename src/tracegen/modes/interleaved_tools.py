@@ -6,6 +6,7 @@ from __future__ import annotations
 from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import CONTINUE, STEP_TAGS, add_feedback, assembled, tag_turn
+from tracegen.modes.grammars import ONE_STEP
 from tracegen.modes.registry import register
 from tracegen.parsing.program import is_complete
 from tracegen.schema import Trace
@@ -18,11 +19,12 @@ class InterleavedTools(TracedMode):
     """Code problems end when the tests pass; math problems at the model's ``<verify>``."""
 
     name = "interleaved-tools"
+    grammar = ONE_STEP
 
     async def converse(self, session: Session) -> None:
         last_run = ""
         while True:
-            steps = await tag_turn(session, STEP_TAGS)
+            steps = await tag_turn(session, STEP_TAGS, self.grammar)
             if not session.tested and any(s.kind == "verify" for s in steps):
                 return
             program = assembled(session) or ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import assembled, interleaved, tag_turn
+from tracegen.modes.grammars import MARKERS
 from tracegen.modes.registry import register
 from tracegen.schema import Trace
 
@@ -12,9 +13,11 @@ from tracegen.schema import Trace
 @register
 class Markers(TracedMode):
     name = "markers"
+    grammar = MARKERS
+    constrain_auto = True
 
     async def converse(self, session: Session) -> None:
-        await tag_turn(session)
+        await tag_turn(session, grammar=self.grammar)
 
     def final_code(self, session: Session) -> str | None:
         return assembled(session)

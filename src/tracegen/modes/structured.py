@@ -6,6 +6,7 @@ import re
 
 from tracegen.episode.session import Session
 from tracegen.modes.common import FeedbackLoop, add_feedback, tag_turn, turn_kinds
+from tracegen.modes.grammars import PLAN_CODE, REFLECTION
 from tracegen.modes.registry import register
 from tracegen.schema import ExecResult, Trace
 
@@ -19,10 +20,11 @@ class Structured(FeedbackLoop):
     the model sees the result and writes a last reflection."""
 
     name = "structured"
+    grammar = PLAN_CODE
 
     async def after_success(self, session: Session, result: ExecResult) -> None:
         add_feedback(session, result)
-        await tag_turn(session, ("reflection",))
+        await tag_turn(session, ("reflection",), REFLECTION)
 
     def structure_ok(self, trace: Trace) -> bool:
         """plan, code, then (reflection, plan, code)… and a final reflection."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracegen.modes.common import FeedbackLoop, turn_kinds
+from tracegen.modes.grammars import THINK_CODE
 from tracegen.modes.registry import register
 from tracegen.schema import Trace
 
@@ -10,6 +11,8 @@ from tracegen.schema import Trace
 @register
 class ToolFeedback(FeedbackLoop):
     name = "tool-feedback"
+    grammar = THINK_CODE
+    constrain_auto = True
 
     def structure_ok(self, trace: Trace) -> bool:
         """Every turn thinks, then writes code (a math problem's last turn: the answer)."""
