@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from tests.support.fake_model import FakeModel
 from tracegen.llm.gguf import GgufInfo
@@ -52,32 +51,31 @@ class ScriptedEngine:
         self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool] | None = None
     ) -> Any:
         assert on_chunk is not None, "the backend streams"
-        native = {"prompt": body["prompt"], "stream": True, "n_probs": body.get("logprobs", 0)}
+        native = {"prompt": body["prompt"], "n_probs": body.get("logprobs", 0)}
         for field, native_field in (("max_tokens", "n_predict"), ("grammar", "grammar")):
             if body.get(field) is not None:
                 native[native_field] = body[field]
-        with self.client.stream("POST", "/completion", json=native) as response:
-            if response.status_code != 200:
-                response.read()
-                raise ValueError(response.json()["error"]["message"])
-            for line in response.iter_lines():
-                if line.startswith("data: ") and on_chunk(_as_streamed(orjson.loads(line[6:]))):
-                    return None
+        response = self.client.post("/completion", json=native)
+        if response.status_code != 200:
+            raise ValueError(response.json()["error"]["message"])
+        answer = response.json()
+        # Streamed back a token at a time, as llama.cpp's server streams a completion.
+        for entry in answer.get("completion_probabilities") or []:
+            if on_chunk(_streamed(entry["token"], [entry], None, None)):
+                return None
+        on_chunk(_streamed("", [], _FINISH[answer["stop_type"]], answer.get("timings")))
         return None
 
 
-def _as_streamed(chunk: dict[str, Any]) -> dict[str, Any]:
-    """A native ``/completion`` chunk as ``handle_completions`` streams it."""
-    entries = [
-        {**e, "top_logprobs": e.get("top_logprobs", [])}
-        for e in chunk.get("completion_probabilities") or []
-    ]
-    choice: dict[str, Any] = {"index": 0, "text": chunk.get("content", "")}
-    choice["logprobs"] = {"content": entries}
-    choice["finish_reason"] = _FINISH[chunk["stop_type"]] if chunk.get("stop") else None
+def _streamed(
+    text: str, entries: list[dict[str, Any]], finish: str | None, timings: Any
+) -> dict[str, Any]:
+    """One chunk as ``handle_completions`` streams it."""
+    content = [{**e, "top_logprobs": e.get("top_logprobs", [])} for e in entries]
+    choice = {"index": 0, "text": text, "logprobs": {"content": content}, "finish_reason": finish}
     streamed: dict[str, Any] = {"choices": [choice]}
-    if chunk.get("timings"):
-        streamed["timings"] = chunk["timings"]
+    if timings:
+        streamed["timings"] = timings
     return streamed
 
 
