@@ -3,9 +3,10 @@
 `scripted_local(fake)` is a `LocalBackend` whose engine is the llama.cpp stand-in
 (`tests.support.fake_openai`, flavour ``llamacpp``): prompts are rendered and tokenized by its
 ``/apply-template`` and ``/tokenize``, and each completion is its ``/completion`` answer,
-streamed back a token at a time as ``xllamacpp.Server.handle_completions`` streams one (``choices[0].text``, logprobs with
-token ids, ``finish_reason``, ``timings``). What is left to the backend is what it does itself:
-the chat template's prompt ids, stop strings, token ids, continuation, errors.
+streamed back a token at a time as ``xllamacpp.Server.handle_completions`` streams one
+(``choices[0].text``, logprobs with token ids, ``finish_reason``, ``timings``). What is left
+to the backend is what it does itself: the chat template's prompt ids, stop strings, token ids,
+continuation, errors.
 """
 
 from __future__ import annotations
