@@ -12,7 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.support.traces import write
+from tests.support.traces import write_traces
 from tests.traces_factory import failed_trace, markers_trace
 from tracegen import __version__
 from tracegen.export.decontaminate import humaneval_file
@@ -66,7 +66,7 @@ def _ids(path: Path) -> list[str]:
 
 @pytest.fixture
 def with_duplicates(tmp_path: Path) -> Path:
-    return write(
+    return write_traces(
         tmp_path / "traces.jsonl",
         [
             _trace("first", LONG, success=False),
@@ -103,7 +103,7 @@ def test_dedup_counts_exact_duplicates_of_the_kept_trace_as_exact(
 ) -> None:
     traces = [_trace("a", LONG, success=False), _trace("b", LONG_RELAID, success=True)]
     out = tmp_path / "out.jsonl"
-    result = _tracegen("dedup", write(tmp_path / "t.jsonl", traces), "-o", out)
+    result = _tracegen("dedup", write_traces(tmp_path / "t.jsonl", traces), "-o", out)
     assert _ids(out) == ["b"]
     assert "removed 1 exact and 0 near" in result.stderr
 
@@ -124,7 +124,7 @@ def test_dedup_by_text_compares_what_the_assistant_wrote(tmp_path: Path) -> None
         }
     )
     out = tmp_path / "out.jsonl"
-    _tracegen("dedup", write(tmp_path / "t.jsonl", [a, b, c]), "-o", out, "--by", "text")
+    _tracegen("dedup", write_traces(tmp_path / "t.jsonl", [a, b, c]), "-o", out, "--by", "text")
     assert _ids(out) == ["a", "c"]
 
 
@@ -164,7 +164,7 @@ def contaminated(tmp_path: Path) -> Path:
         ).decode()
         + "\n"
     )
-    return write(
+    return write_traces(
         tmp_path / "traces.jsonl",
         [
             _asking("clean", "Write add(a, b).", "def add(a, b):\n    return a + b"),

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from tests.fake_ollama import FakeOllama, Fault, Reply
-from tests.reliability.conftest import (
+from tests.support.runs import child_env, tracegen
+from tests.support.scenarios import (
     TRACEBACK,
     builtin,
-    child_env,
     episodes,
     error_line,
     generations,
@@ -23,7 +23,6 @@ from tests.reliability.conftest import (
     run_args,
     seed_of,
     serving,
-    tracegen,
 )
 from tracegen.generate.executor import MAX_PUT_BACKS
 from tracegen.generate.plan import episode_seed

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from tests.fake_ollama import FakeOllama, Fault, Reply
-from tests.reliability.conftest import (
+from tests.support.runs import child_env, command, tracegen
+from tests.support.scenarios import (
     builtin,
-    child_env,
-    command,
     descendants,
     episodes,
     error_line,
@@ -25,7 +24,6 @@ from tests.reliability.conftest import (
     reference_solver,
     run_args,
     serving,
-    tracegen,
     wait_until_gone,
 )
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.fake_ollama import FakeOllama, Reply
-from tests.reliability.conftest import (
+from tests.support.runs import tracegen
+from tests.support.scenarios import (
     builtin,
     episodes,
     error_line,
@@ -19,7 +20,6 @@ from tests.reliability.conftest import (
     problem_of,
     read_jsonl,
     run_args,
-    tracegen,
 )
 from tests.traces_factory import all_shapes
 from tracegen.jsonl import dumps

@@ -14,20 +14,18 @@ import orjson
 import pytest
 
 from tests.fake_ollama import FakeOllama, Reply
-from tests.reliability.conftest import (
-    child_env,
-    command,
+from tests.support.runs import child_env, command, tracegen
+from tests.support.sandboxes import sandbox_processes
+from tests.support.scenarios import (
     descendants,
     markers_reply,
     read_jsonl,
     run_args,
     square_task,
     task_of,
-    tracegen,
     wait_until_gone,
     write_problems,
 )
-from tests.sandbox.conftest import sandbox_processes
 from tracegen.sandbox import detect_isolation
 
 ISOLATIONS = [

@@ -11,15 +11,14 @@ import orjson
 import pytest
 
 from tests.fake_ollama import FakeOllama, Fault, Reply
-from tests.reliability.conftest import (
+from tests.support.runs import child_env, tracegen
+from tests.support.scenarios import (
     TRACEBACK,
-    child_env,
     error_line,
     markers_reply,
     read_jsonl,
     run_args,
     square_task,
-    tracegen,
     unused_port,
     write_problems,
 )

@@ -16,9 +16,10 @@ import pytest
 import pytest_asyncio
 
 from tests.fake_ollama import FakeOllama, Reply
-from tests.reliability.conftest import markers_reply, read_jsonl, run_args, task_of, tracegen
-from tests.sandbox.conftest import ISOLATIONS, LIMITS, sandbox_processes
 from tests.sandbox.forgeries import FORGERIES, SQUARE
+from tests.support.runs import tracegen
+from tests.support.sandboxes import ISOLATIONS, LIMITS, sandbox_processes
+from tests.support.scenarios import markers_reply, read_jsonl, run_args, task_of
 from tracegen.sandbox import Sandbox
 from tracegen.schema import ExecResult
 

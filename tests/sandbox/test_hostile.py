@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import ISOLATIONS, LIMITS, sandbox_processes
+from tests.support.sandboxes import ISOLATIONS, LIMITS, sandbox_processes
 from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem, TestCase
 

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fake_ollama import FakeOllama
-from tests.reliability.conftest import markers_reply, run_args, tracegen
+from tests.support.runs import tracegen
+from tests.support.scenarios import markers_reply, run_args
 from tracegen.cli import app
 from tracegen.sandbox import isolation
 
