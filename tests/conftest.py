@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.llamacpp import smollm2_gguf, start_server
 from tests.support.traces import write_traces
-from tests.traces_factory import all_shapes
+from tests.support.traces_factory import all_shapes
 from tracegen.schema import Trace
 
 PROBLEM_FILES = Path(__file__).resolve().parent / "data" / "problems"

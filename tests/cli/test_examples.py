@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fake_ollama import Reply
+from tests.support.fake_ollama import Reply
 from tracegen.problems import load_problems
 
 ROOT = Path(__file__).resolve().parents[2]

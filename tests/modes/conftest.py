@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
 from tests.support.episodes import Episodes
+from tests.support.fake_ollama import FakeOllama
 from tests.support.in_process import InProcessTransport
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.sandbox import Sandbox

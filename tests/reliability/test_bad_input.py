@@ -26,11 +26,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.measure import Measured, run_measured
 from tests.support.runs import child_env, command
 from tests.support.scenarios import TRACEBACK, error_line, unused_port
-from tests.traces_factory import markers_trace, native_tools_trace
+from tests.support.traces_factory import markers_trace, native_tools_trace
 from tracegen.schema import Trace
 
 CPU_SECONDS = 10

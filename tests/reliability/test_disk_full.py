@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Reply
+from tests.support.fake_ollama import FakeOllama, Reply
 from tests.support.runs import tracegen
 from tests.support.scenarios import (
     builtin,
@@ -21,7 +21,7 @@ from tests.support.scenarios import (
     read_jsonl,
     run_args,
 )
-from tests.traces_factory import all_shapes
+from tests.support.traces_factory import all_shapes
 from tracegen.jsonl import dumps
 
 FILE_SIZE_LIMIT = 40_000

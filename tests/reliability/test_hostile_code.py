@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama, Reply
+from tests.support.fake_ollama import FakeOllama, Reply
 from tests.support.runs import child_env, command, tracegen
 from tests.support.sandboxes import sandbox_processes
 from tests.support.scenarios import (

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply
+from tests.support.fake_ollama import FakeOllama, Fault, Reply
 from tests.support.runs import child_env, tracegen
 from tests.support.scenarios import (
     TRACEBACK,

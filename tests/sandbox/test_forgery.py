@@ -15,8 +15,8 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from tests.fake_ollama import FakeOllama, Reply
-from tests.sandbox.forgeries import FORGERIES, SQUARE
+from tests.support.fake_ollama import FakeOllama, Reply
+from tests.support.forgeries import FORGERIES, SQUARE
 from tests.support.runs import tracegen
 from tests.support.sandboxes import ISOLATIONS, LIMITS, sandbox_processes
 from tests.support.scenarios import markers_reply, read_jsonl, run_args, task_of

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from tests.fake_ollama import FakeOllama, Reply
+from tests.support.fake_ollama import FakeOllama, Reply
 from tracegen.config import GenerationSettings
 from tracegen.data.prompts import load_prompt
 from tracegen.episode.spec import EpisodeSpec

@@ -2,10 +2,10 @@
 
 `FakeModel` owns a server's behaviour: which reply each inference request gets (a script, a
 responder or the default), which fault it meets (queued, or at random with a seed), latency,
-a bound on requests served at once, and a record of every request. A wire module
-(``tests/fake_ollama.py``, ``tests/support/fake_openai.py``) subclasses it with its routes and
-framing. The model's text is cut into pseudo-tokens (small whitespace-preserving pieces) with
-ids from a `Vocab`; ``stop`` strings and a token budget cut a reply as servers do.
+a bound on requests served at once, and a record of every request. A wire module (`fake_ollama`,
+`fake_openai` beside this one) subclasses it with its routes and framing. The model's text is
+cut into pseudo-tokens (small whitespace-preserving pieces) with ids from a `Vocab`; ``stop``
+strings and a token budget cut a reply as servers do.
 """
 
 from __future__ import annotations

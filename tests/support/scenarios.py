@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from tests.fake_ollama import FakeOllama, Reply
 from tests.support.backends import GENERATION_PATHS
 from tests.support.fake_model import FakeModel
+from tests.support.fake_ollama import FakeOllama, Reply
 from tests.support.fake_openai import FakeOpenAI
 from tracegen.problems import load_problems
 from tracegen.schema import Problem

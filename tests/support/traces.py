@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.traces_factory import (
+from tests.support.traces_factory import (
     failed_trace,
     inline_tools_trace,
     markers_trace,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import keys, read, solver, spawn, wait_for_records, write_problems
 
 

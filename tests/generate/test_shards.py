@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import Workspace, keys, read, tracegen
 from tracegen.errors import ConfigError
 from tracegen.generate.shards import Shard, parse_shard, shard_of

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama
 from tests.support.fake_model import END_OF_TURN, Reply
+from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.runs import read, solver
 
