@@ -208,7 +208,7 @@ class FakeModel:
         self._server = server
         self._stopping.clear()
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         )
         self._thread.start()
         return self
@@ -341,6 +341,7 @@ class Handler(BaseHTTPRequestHandler):
     """HTTP plumbing the wire modules' handlers share."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small writes go out at once, as from a real server
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
