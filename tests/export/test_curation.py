@@ -98,6 +98,7 @@ def test_dedup_removes_exactly_the_duplicates_and_keeps_the_best_of_each_cluster
     assert out.read_bytes() == b"".join(lines[i] for i in (2, 3, 4, 5, 6))
 
 
+@pytest.mark.slow
 def test_dedup_counts_exact_duplicates_of_the_kept_trace_as_exact(
     tmp_path: Path, with_duplicates: Path
 ) -> None:
@@ -108,12 +109,14 @@ def test_dedup_counts_exact_duplicates_of_the_kept_trace_as_exact(
     assert "removed 1 exact and 0 near" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_higher_threshold_keeps_near_duplicates(tmp_path: Path, with_duplicates: Path) -> None:
     out = tmp_path / "out.jsonl"
     _tracegen("dedup", with_duplicates, "-o", out, "--threshold", "0.99")
     assert _ids(out) == ["relaid", "tweaked", "different", "other-problem", "no-code", "failed-9"]
 
 
+@pytest.mark.slow
 def test_dedup_by_text_compares_what_the_assistant_wrote(tmp_path: Path) -> None:
     a = _trace("a", LONG, success=True)
     b = _trace("b", OTHER, success=True)  # same assistant text as a, other final code
@@ -209,6 +212,7 @@ def test_decontaminate_drops_exactly_the_traces_that_share_a_13_gram(
     assert "kept 2 of 6 traces; dropped 4" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_shorter_ngram_catches_shorter_overlaps(tmp_path: Path, contaminated: Path) -> None:
     out = tmp_path / "clean.jsonl"
     mine = tmp_path / "mine.jsonl"
@@ -265,6 +269,7 @@ def test_the_card_lists_the_settings_of_each_hash_from_the_state_file(
     assert "- none recorded" in card
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

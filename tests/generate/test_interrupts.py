@@ -12,6 +12,8 @@ import pytest
 from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import keys, read, solver, spawn, wait_for_records, write_problems
 
+pytestmark = pytest.mark.slow  # whole runs in a child process, interrupted by signals
+
 
 def resume_line(stderr: str) -> str:
     lines = stderr.splitlines()

@@ -27,6 +27,8 @@ from tests.support.scenarios import (
 from tracegen.generate.executor import MAX_PUT_BACKS
 from tracegen.generate.plan import episode_seed
 
+pytestmark = pytest.mark.slow  # whole runs in a child process against a faulty server
+
 FAULTS = [
     Fault("status", 503),
     Fault("status", 429),

@@ -27,6 +27,8 @@ from tests.support.scenarios import (
     wait_until_gone,
 )
 
+pytestmark = pytest.mark.slow  # whole runs in a child process, killed and started again
+
 KILLS = 5
 SAMPLES = 2
 

@@ -24,6 +24,8 @@ from tests.support.scenarios import (
 from tests.support.traces_factory import all_shapes
 from tracegen.jsonl import dumps
 
+pytestmark = pytest.mark.slow  # whole runs and conversions in a child process on a full disk
+
 FILE_SIZE_LIMIT = 40_000
 """Bytes a file of the run may grow to: room for a few traces, like an almost full disk."""
 

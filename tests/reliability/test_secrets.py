@@ -23,6 +23,8 @@ from tests.support.scenarios import (
     write_problems,
 )
 
+pytestmark = pytest.mark.slow  # whole runs in a child process
+
 SPY = """import os
 found = []
 for pid in os.listdir('/proc'):

@@ -1,4 +1,4 @@
-"""The isolations every sandbox test runs under, their short limits, and a check for the
+"""The isolations the sandbox tests run under, their short limits, and a check for the
 processes a sandbox may have left behind."""
 
 from __future__ import annotations
@@ -6,10 +6,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from tracegen.sandbox import SandboxLimits
 from tracegen.sandbox.isolation import judge_uid, process_uids
 
 ISOLATIONS = ["bwrap", "builtin", "rlimit"]
+EACH_ISOLATION = [
+    pytest.param(name, marks=() if name == "builtin" else pytest.mark.slow) for name in ISOLATIONS
+]
+"""`ISOLATIONS` as test parameters: the fast tier runs tracegen's own isolation (``builtin``),
+the slow one bubblewrap and rlimit-only too."""
 LIMITS = SandboxLimits(timeout_s=2.0, cpu_s=2, memory_mb=512, processes=16, output_bytes=10_000)
 
 
