@@ -16,7 +16,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fake_ollama import FakeOllama, Reply, tokenize
+from tests.support.fake_ollama import FakeOllama, Reply, tokenize
 
 from tracegen.llm.base import ChatRequest
 from tracegen.llm.ollama import OllamaBackend

@@ -14,7 +14,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.parsing.corpus import Judged, judge, load_corpus
+from tests.support.toolcall_corpus import Judged, judge, load_corpus
 
 STRATEGIES = ("strict", "escaped", "extracted")
 

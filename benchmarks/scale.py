@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from benchmarks.throughput import ANSWER, write_problems  # noqa: E402
-from tests.fake_ollama import FakeOllama  # noqa: E402
+from tests.support.fake_ollama import FakeOllama  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

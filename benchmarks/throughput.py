@@ -137,7 +137,7 @@ def _case(
 ) -> dict[str, float]:
     """Serve from this process; run tracegen in a child, so its peak RSS is its own.
     ``src`` runs another checkout's ``src`` (the previous release) instead of this one."""
-    from tests.fake_ollama import FakeOllama
+    from tests.support.fake_ollama import FakeOllama
     from tests.support.fake_openai import FakeOpenAI
 
     env = dict(os.environ)

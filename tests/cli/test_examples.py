@@ -4,12 +4,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fake_ollama import Reply
+import pytest
+
+from tests.support.fake_ollama import Reply
 from tracegen.problems import load_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_library_example_checks_references_generates_and_summarises(fake_ollama, tmp_path):
     problems = load_problems("builtin", limit=3)
 

@@ -9,7 +9,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply, tokenize
+from tests.support.fake_ollama import FakeOllama, Fault, Reply, tokenize
 
 CHAT = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply, _Handler
+from tests.support.fake_ollama import FakeOllama, Fault, Reply, _Handler
 from tracegen.errors import (
     AuthError,
     BackendTimeout,

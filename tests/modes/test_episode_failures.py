@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fake_ollama import Fault, Reply
-from tests.modes.conftest import RIGHT, WRONG, Episodes
+from tests.support.episodes import RIGHT, WRONG, Episodes
+from tests.support.fake_ollama import Fault, Reply
 from tracegen.errors import AuthError, BadRequest, ModelNotFound
 from tracegen.modes import MODE_NAMES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.modes.conftest import RIGHT, TWICE, WRONG, WRONG_FEEDBACK, Episodes
+from tests.support.episodes import RIGHT, TWICE, WRONG, WRONG_FEEDBACK, Episodes
 from tracegen.modes.common import CONTINUE, NO_CODE
 
 SYSTEM_STOPS = ["\n<result>", "\n<error>", "\n<tool_response>"]

@@ -8,8 +8,16 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fake_ollama import Reply
-from tests.modes.conftest import RIGHT, TWICE, WRONG, Episodes
+from tests.support.episodes import (
+    FINAL,
+    RIGHT,
+    TWICE,
+    WRONG,
+    Episodes,
+    call,
+    native_call,
+)
+from tests.support.fake_model import Reply
 from tracegen.export.conversion import ConvertOptions
 from tracegen.export.formats import TRAINING
 from tracegen.modes.native_tools import PYTHON_TOOL
@@ -17,24 +25,11 @@ from tracegen.modes.native_tools import PYTHON_TOOL
 TEST_RIGHT = RIGHT + "\nprint(add(1, 2), add(-4, 1))"
 TEST_WRONG = WRONG + "\nprint(add(1, 2), add(-4, 1))"
 INLINE_STOPS = ["\n<result>", "\n<error>", "\n<tool_response>", "</tool_call>"]
-FINAL = f"\n<code>\n{RIGHT}\n</code>"
-
-
-def call_json(code: str) -> str:
-    return orjson.dumps({"name": "python", "arguments": {"code": code}}).decode()
-
-
-def call(code: str) -> str:
-    return f"<tool_call>{call_json(code)}</tool_call>"
 
 
 def response(stdout: str) -> str:
     body = {"status": "ok", "exit_code": 0, "stdout": stdout, "stderr": ""}
     return f"\n<tool_response>{orjson.dumps(body).decode()}</tool_response>\n"
-
-
-def native_call(code: str, name: str = "python") -> Reply:
-    return Reply(tool_calls=[{"function": {"name": name, "arguments": {"code": code}}}])
 
 
 def kinds(trace: Any) -> list[tuple[str, str]]:

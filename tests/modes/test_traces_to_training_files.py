@@ -11,9 +11,8 @@ import datasets
 import pytest
 from typer.testing import CliRunner
 
-from tests.fake_ollama import Reply
-from tests.modes.conftest import RIGHT, WRONG, Episodes
-from tests.modes.test_tool_modes import FINAL, call, native_call
+from tests.support.episodes import FINAL, RIGHT, WRONG, Episodes, call, native_call
+from tests.support.fake_ollama import Reply
 from tracegen.cli import app
 from tracegen.jsonl import JsonlWriter
 from tracegen.schema import Trace

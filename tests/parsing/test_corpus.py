@@ -1,6 +1,6 @@
 from collections import Counter
 
-from tests.parsing.corpus import judge, load_corpus
+from tests.support.toolcall_corpus import judge, load_corpus
 
 
 def test_corpus_holds_at_least_fifty_malformed_calls_and_some_valid_ones() -> None:

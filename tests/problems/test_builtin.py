@@ -36,6 +36,7 @@ def test_builtin_set_has_the_classics_each_with_many_tests_and_a_reference() -> 
         assert sum(t.kind == "io" for t in p.tests) >= len(p.tests) / 2, p.id
 
 
+@pytest.mark.slow
 async def test_every_builtin_reference_solution_passes_its_tests() -> None:
     async with Sandbox() as sandbox:
         for p in BUILTIN:

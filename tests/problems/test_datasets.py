@@ -122,6 +122,7 @@ def test_hub_names_load_through_datasets_and_map_the_same_rows(
     assert problems == load_problems(str(data_dir / fixture), limit=2)
 
 
+@pytest.mark.slow
 def test_offline_hub_load_is_a_one_line_error() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     done = subprocess.run(
@@ -175,6 +176,7 @@ def _cache_gsm8k(cache: Path, rows: Path) -> None:
     (build / "gsm8k").rename(cache / "datasets" / "openai___gsm8k")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("name", ["gsm8k", "mbpp", "humaneval"])
 def test_unreachable_hub_fails_at_once_with_one_line(tmp_path: Path, name: str) -> None:
@@ -188,6 +190,7 @@ def test_unreachable_hub_fails_at_once_with_one_line(tmp_path: Path, name: str) 
     assert done.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("offline", ["unreachable", "HF_HUB_OFFLINE"])
 def test_cached_hub_dataset_loads_quietly_without_the_hub(

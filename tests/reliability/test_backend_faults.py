@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply
-from tests.reliability.conftest import (
+from tests.support.fake_ollama import FakeOllama, Fault, Reply
+from tests.support.runs import child_env, tracegen
+from tests.support.scenarios import (
     TRACEBACK,
     builtin,
-    child_env,
     episodes,
     error_line,
     generations,
@@ -23,10 +23,11 @@ from tests.reliability.conftest import (
     run_args,
     seed_of,
     serving,
-    tracegen,
 )
 from tracegen.generate.executor import MAX_PUT_BACKS
 from tracegen.generate.plan import episode_seed
+
+pytestmark = pytest.mark.slow  # whole runs in a child process against a faulty server
 
 FAULTS = [
     Fault("status", 503),

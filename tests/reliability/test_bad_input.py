@@ -11,6 +11,9 @@ alias bombs, integers beyond 64 bits, a 200 MB line, a trace of 100,000 steps…
 once per module. Leading ``NAME=value`` words are environment variables. Exit status 2 is
 bad input, 1 a server that cannot be used. Every command line must use less than
 `CPU_SECONDS` of CPU time (and end within `WALL_SECONDS`) and `PEAK_MB` of memory.
+
+Each command line is a process of its own (about 0.6 s of CPU), so the fast tier runs the first
+case of each command and the rest of the module is `slow`.
 """
 
 from __future__ import annotations
@@ -22,14 +25,16 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama
-from tests.reliability.conftest import TRACEBACK, child_env, command, error_line, unused_port
+from tests.support.fake_ollama import FakeOllama
 from tests.support.measure import Measured, run_measured
-from tests.traces_factory import markers_trace, native_tools_trace
+from tests.support.runs import child_env, command
+from tests.support.scenarios import TRACEBACK, error_line, unused_port
+from tests.support.traces_factory import markers_trace, native_tools_trace
 from tracegen.schema import Trace
 
 CPU_SECONDS = 10
@@ -678,7 +683,19 @@ def run(argv: str, files: dict[str, str], cwd: Path) -> Measured:
     return done
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def first_of_each_command(cases: list[Case]) -> list[Any]:
+    """Every case, those after the first of their command marked slow."""
+    params, seen = [], set()
+    for case in cases:
+        name = case.id.split(":", 1)[0]
+        params.append(
+            pytest.param(case, id=case.id, marks=pytest.mark.slow if name in seen else ())
+        )
+        seen.add(name)
+    return params
+
+
+@pytest.mark.parametrize("case", first_of_each_command(CASES))
 def test_bad_input_is_one_line_and_its_exit_status(
     case: Case, files: dict[str, str], tmp_path: Path
 ) -> None:
@@ -690,6 +707,7 @@ def test_bad_input_is_one_line_and_its_exit_status(
     assert Path(files["csv"]).read_bytes() == CSV
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "output"), [c[1:] for c in QUIET_ZERO], ids=[c[0] for c in QUIET_ZERO]
 )
@@ -706,6 +724,7 @@ def test_nothing_to_summarise_or_convert_is_not_an_error(
         assert datasets.load_from_disk(f"{files['fresh']}.hf").num_rows == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", ["convert {trace} --chat-format -o {fifo}", "run -o {fifo}"])
 def test_a_fifo_no_process_reads_is_refused_not_waited_on(
     argv: str, files: dict[str, str], tmp_path: Path
@@ -721,6 +740,7 @@ def test_a_fifo_no_process_reads_is_refused_not_waited_on(
     ]
 
 
+@pytest.mark.slow
 def test_a_password_in_a_host_url_is_never_printed(files: dict[str, str], tmp_path: Path) -> None:
     host = files["host"].replace("http://", f"http://me:{PASSWORD}@")
     done = run(f"doctor --host {host} --model ghost", files, tmp_path)
@@ -728,6 +748,7 @@ def test_a_password_in_a_host_url_is_never_printed(files: dict[str, str], tmp_pa
     assert "http://***@127.0.0.1" in done.stdout and "ollama pull ghost" in done.stdout
 
 
+@pytest.mark.slow
 def test_verify_streams_verdicts_of_a_huge_file_in_flat_memory(
     files: dict[str, str], tmp_path: Path
 ) -> None:

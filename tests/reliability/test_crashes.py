@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply
-from tests.reliability.conftest import (
+from tests.support.fake_ollama import FakeOllama, Fault, Reply
+from tests.support.runs import child_env, command, tracegen
+from tests.support.scenarios import (
     builtin,
-    child_env,
-    command,
     descendants,
     episodes,
     error_line,
@@ -25,9 +24,10 @@ from tests.reliability.conftest import (
     reference_solver,
     run_args,
     serving,
-    tracegen,
     wait_until_gone,
 )
+
+pytestmark = pytest.mark.slow  # whole runs in a child process, killed and started again
 
 KILLS = 5
 SAMPLES = 2

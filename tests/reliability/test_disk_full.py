@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Reply
-from tests.reliability.conftest import (
+from tests.support.fake_ollama import FakeOllama, Reply
+from tests.support.runs import tracegen
+from tests.support.scenarios import (
     builtin,
     episodes,
     error_line,
@@ -19,10 +20,11 @@ from tests.reliability.conftest import (
     problem_of,
     read_jsonl,
     run_args,
-    tracegen,
 )
-from tests.traces_factory import all_shapes
+from tests.support.traces_factory import all_shapes
 from tracegen.jsonl import dumps
+
+pytestmark = pytest.mark.slow  # whole runs and conversions in a child process on a full disk
 
 FILE_SIZE_LIMIT = 40_000
 """Bytes a file of the run may grow to: room for a few traces, like an almost full disk."""

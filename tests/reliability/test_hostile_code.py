@@ -13,28 +13,24 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama, Reply
-from tests.reliability.conftest import (
-    child_env,
-    command,
+from tests.support.fake_ollama import FakeOllama, Reply
+from tests.support.runs import child_env, command, tracegen
+from tests.support.sandboxes import sandbox_processes
+from tests.support.scenarios import (
     descendants,
     markers_reply,
     read_jsonl,
     run_args,
     square_task,
     task_of,
-    tracegen,
     wait_until_gone,
     write_problems,
 )
-from tests.sandbox.conftest import sandbox_processes
 from tracegen.sandbox import detect_isolation
 
-ISOLATIONS = [
-    pytest.param("auto", id="auto"),
-    pytest.param("builtin", id="builtin", marks=pytest.mark.slow),
-    pytest.param("rlimit", id="rlimit", marks=pytest.mark.slow),
-]
+pytestmark = pytest.mark.slow  # whole runs in a child process against hostile programs
+
+ISOLATIONS = ["auto", "builtin", "rlimit"]
 """``auto`` is bubblewrap here. ``rlimit`` promises less: its programs can reach the
 network and write where their uid may (the host's ``/tmp``), so those checks are skipped."""
 

@@ -10,19 +10,20 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply
-from tests.reliability.conftest import (
+from tests.support.fake_ollama import FakeOllama, Fault, Reply
+from tests.support.runs import child_env, tracegen
+from tests.support.scenarios import (
     TRACEBACK,
-    child_env,
     error_line,
     markers_reply,
     read_jsonl,
     run_args,
     square_task,
-    tracegen,
     unused_port,
     write_problems,
 )
+
+pytestmark = pytest.mark.slow  # whole runs in a child process
 
 SPY = """import os
 found = []

@@ -15,10 +15,11 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from tests.fake_ollama import FakeOllama, Reply
-from tests.reliability.conftest import markers_reply, read_jsonl, run_args, task_of, tracegen
-from tests.sandbox.conftest import ISOLATIONS, LIMITS, sandbox_processes
-from tests.sandbox.forgeries import FORGERIES, SQUARE
+from tests.support.fake_ollama import FakeOllama, Reply
+from tests.support.forgeries import FORGERIES, SQUARE
+from tests.support.runs import tracegen
+from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS, LIMITS, sandbox_processes
+from tests.support.scenarios import markers_reply, read_jsonl, run_args, task_of
 from tracegen.sandbox import Sandbox
 from tracegen.schema import ExecResult
 
@@ -33,7 +34,7 @@ def passed_tests(result: ExecResult) -> list[str]:
     return [t.name for t in result.tests if t.passed]
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module", params=ISOLATIONS)
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=EACH_ISOLATION)
 async def judged(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
     async with Sandbox(request.param, limits=LIMITS, concurrency=2) as box:
         yield box

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import ISOLATIONS, LIMITS, sandbox_processes
+from tests.support.sandboxes import ISOLATIONS, LIMITS, sandbox_processes
 from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem, TestCase
 
@@ -34,6 +34,7 @@ async def test_infinite_loop_times_out(sandbox: Sandbox) -> None:
     assert result.status == "timeout"
 
 
+@pytest.mark.slow
 async def test_busy_loop_in_a_thread_times_out(sandbox: Sandbox) -> None:
     code = (
         "import threading\n"
@@ -43,6 +44,7 @@ async def test_busy_loop_in_a_thread_times_out(sandbox: Sandbox) -> None:
     assert (await run_and_check(sandbox, code)).status == "timeout"
 
 
+@pytest.mark.slow
 async def test_fork_bomb_is_contained_and_cleaned_up(sandbox: Sandbox) -> None:
     code = (
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
@@ -134,9 +136,9 @@ NOT_STOPPED_BY_RLIMIT = pytest.mark.xfail(
     strict=True, reason="rlimit isolates neither network nor files: the README's table"
 )
 ISOLATION_PROMISES = [
-    pytest.param("bwrap"),
+    pytest.param("bwrap", marks=pytest.mark.slow),
     pytest.param("builtin"),
-    pytest.param("rlimit", marks=NOT_STOPPED_BY_RLIMIT),
+    pytest.param("rlimit", marks=[NOT_STOPPED_BY_RLIMIT, pytest.mark.slow]),
 ]
 """Attacks only bwrap and builtin stop: under ``rlimit`` they succeed (a strict xfail)."""
 
@@ -263,6 +265,7 @@ async def test_deep_recursion_is_a_test_failure(sandbox: Sandbox) -> None:
     assert (result.tests[0].error or "").startswith("RecursionError")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flavour", ISOLATIONS)
 async def test_unbounded_recursion_fails_at_the_memory_limit(flavour: str) -> None:
     code = "import sys\nsys.setrecursionlimit(10**9)\ndef square(x):\n    return square(x) + 1\n"
@@ -273,6 +276,7 @@ async def test_unbounded_recursion_fails_at_the_memory_limit(flavour: str) -> No
     assert result.tests[0].error is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flavour", ISOLATIONS)
 async def test_cpu_limit_is_a_timeout_even_when_sigxcpu_is_ignored(flavour: str) -> None:
     code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n"
@@ -294,6 +298,7 @@ async def test_missing_entry_point_is_an_error(sandbox: Sandbox) -> None:
     assert "'square' is not defined" in (result.error or "")
 
 
+@pytest.mark.slow
 async def test_ignoring_signals_does_not_escape_the_timeout(sandbox: Sandbox) -> None:
     code = (
         "import signal\n"

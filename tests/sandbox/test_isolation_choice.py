@@ -9,8 +9,9 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tests.fake_ollama import FakeOllama
-from tests.reliability.conftest import markers_reply, run_args, tracegen
+from tests.support.fake_ollama import FakeOllama
+from tests.support.runs import tracegen
+from tests.support.scenarios import markers_reply, run_args
 from tracegen.cli import app
 from tracegen.sandbox import isolation
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.forgeries import FORGERIES
+from tests.support.forgeries import FORGERIES
 
 NOBODY = 65534
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become 
 SCRIPT = r"""
 import asyncio, concurrent.futures.thread, json, os, subprocess, sys
 sys.path.insert(0, {root!r})
-from tests.sandbox.forgeries import FORGERIES, SQUARE
+from tests.support.forgeries import FORGERIES, SQUARE
 from tracegen.sandbox import Sandbox, SandboxLimits, isolation
 
 os.setgroups([])

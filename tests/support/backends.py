@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fake_ollama import FakeOllama
 from tests.support.fake_model import FakeModel
+from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.in_process import InProcessTransport
 from tests.support.local_engine import scripted_local

@@ -2,10 +2,10 @@
 
 `FakeModel` owns a server's behaviour: which reply each inference request gets (a script, a
 responder or the default), which fault it meets (queued, or at random with a seed), latency,
-a bound on requests served at once, and a record of every request. A wire module
-(``tests/fake_ollama.py``, ``tests/support/fake_openai.py``) subclasses it with its routes and
-framing. The model's text is cut into pseudo-tokens (small whitespace-preserving pieces) with
-ids from a `Vocab`; ``stop`` strings and a token budget cut a reply as servers do.
+a bound on requests served at once, and a record of every request. A wire module (`fake_ollama`,
+`fake_openai` beside this one) subclasses it with its routes and framing. The model's text is
+cut into pseudo-tokens (small whitespace-preserving pieces) with ids from a `Vocab`; ``stop``
+strings and a token budget cut a reply as servers do.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ class FakeModel:
         self._server = server
         self._stopping.clear()
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         )
         self._thread.start()
         return self
@@ -341,6 +341,7 @@ class Handler(BaseHTTPRequestHandler):
     """HTTP plumbing the wire modules' handlers share."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small writes go out at once, as from a real server
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

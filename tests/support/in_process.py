@@ -41,6 +41,8 @@ class _Connection:
 
     def settimeout(self, timeout: float | None) -> None: ...
 
+    def setsockopt(self, *option: Any) -> None: ...
+
 
 class InProcessTransport(httpx.AsyncBaseTransport):
     """Answers every request with ``model``'s handler, in a worker thread of this process."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from tests.fake_ollama import FakeOllama, Reply
+from tests.support.fake_ollama import FakeOllama, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 _PROBLEM = re.compile(r"\(problem p(\d+)\)")

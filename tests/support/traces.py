@@ -1,4 +1,4 @@
-"""Trace files for the report and curation tests: every mode and failure kind, and a varied
+"""Trace files for the output tests: `write_traces`, every mode and failure kind, and a varied
 "night of generation" for screenshots and size checks."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.traces_factory import (
+from tests.support.traces_factory import (
     failed_trace,
     inline_tools_trace,
     markers_trace,
@@ -35,7 +35,7 @@ EPISODE_ERRORS = (
 TEST_STATUSES = ("failed", "error", "timeout", "memory")
 
 
-def write(path: Path, traces: list[Trace]) -> Path:
+def write_traces(path: Path, traces: list[Trace]) -> Path:
     with JsonlWriter(path) as writer:
         for trace in traces:
             writer.write(trace)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault
+from tests.support.fake_ollama import FakeOllama, Fault
 from tracegen.errors import BackendUnavailable, ModelNotFound, ServerError
 from tracegen.llm.base import ChatRequest, Completion
 from tracegen.llm.ollama import OllamaBackend

@@ -9,7 +9,7 @@ from functools import partial
 
 import pytest
 
-from tests.fake_ollama import FakeOllama, Fault, Reply
+from tests.support.fake_ollama import FakeOllama, Fault, Reply
 from tests.support.runs import (
     expected_ideal,
     expected_success,

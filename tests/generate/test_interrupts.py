@@ -9,8 +9,10 @@ import time
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import keys, read, solver, spawn, wait_for_records, write_problems
+
+pytestmark = pytest.mark.slow  # whole runs in a child process, interrupted by signals
 
 
 def resume_line(stderr: str) -> str:

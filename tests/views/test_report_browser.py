@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.browser import CHROMIUM, Browser
-from tests.support.traces import every_mode_and_failure, night_of_traces, write
+from tests.support.traces import every_mode_and_failure, night_of_traces, write_traces
 
 pytestmark = [
     pytest.mark.slow,
@@ -51,7 +51,7 @@ def _set(browser: Browser, element: str, value: str) -> None:
 
 def test_report_loads_offline_draws_every_plot_and_browses_traces(tmp_path: Path) -> None:
     traces = every_mode_and_failure() * 2
-    page = _report(write(tmp_path / "traces.jsonl", traces), tmp_path / "report.html")
+    page = _report(write_traces(tmp_path / "traces.jsonl", traces), tmp_path / "report.html")
     with Browser() as browser:
         browser.open(page)
         assert browser.errors == []
@@ -115,7 +115,7 @@ def test_report_loads_offline_draws_every_plot_and_browses_traces(tmp_path: Path
 
 
 def test_report_of_20000_traces_stays_light_and_responsive(tmp_path: Path) -> None:
-    traces_file = write(tmp_path / "night.jsonl", night_of_traces(20_000))
+    traces_file = write_traces(tmp_path / "night.jsonl", night_of_traces(20_000))
     page = _report(traces_file, tmp_path / "report.html")
     assert page.stat().st_size < 3_000_000
     with Browser() as browser:

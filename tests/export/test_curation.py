@@ -12,8 +12,8 @@ import orjson
 import pytest
 import yaml
 
-from tests.support.traces import write
-from tests.traces_factory import failed_trace, markers_trace
+from tests.support.traces import write_traces
+from tests.support.traces_factory import failed_trace, markers_trace
 from tracegen import __version__
 from tracegen.export.decontaminate import humaneval_file
 from tracegen.schema import ChatMessage, Trace
@@ -66,7 +66,7 @@ def _ids(path: Path) -> list[str]:
 
 @pytest.fixture
 def with_duplicates(tmp_path: Path) -> Path:
-    return write(
+    return write_traces(
         tmp_path / "traces.jsonl",
         [
             _trace("first", LONG, success=False),
@@ -98,22 +98,25 @@ def test_dedup_removes_exactly_the_duplicates_and_keeps_the_best_of_each_cluster
     assert out.read_bytes() == b"".join(lines[i] for i in (2, 3, 4, 5, 6))
 
 
+@pytest.mark.slow
 def test_dedup_counts_exact_duplicates_of_the_kept_trace_as_exact(
     tmp_path: Path, with_duplicates: Path
 ) -> None:
     traces = [_trace("a", LONG, success=False), _trace("b", LONG_RELAID, success=True)]
     out = tmp_path / "out.jsonl"
-    result = _tracegen("dedup", write(tmp_path / "t.jsonl", traces), "-o", out)
+    result = _tracegen("dedup", write_traces(tmp_path / "t.jsonl", traces), "-o", out)
     assert _ids(out) == ["b"]
     assert "removed 1 exact and 0 near" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_higher_threshold_keeps_near_duplicates(tmp_path: Path, with_duplicates: Path) -> None:
     out = tmp_path / "out.jsonl"
     _tracegen("dedup", with_duplicates, "-o", out, "--threshold", "0.99")
     assert _ids(out) == ["relaid", "tweaked", "different", "other-problem", "no-code", "failed-9"]
 
 
+@pytest.mark.slow
 def test_dedup_by_text_compares_what_the_assistant_wrote(tmp_path: Path) -> None:
     a = _trace("a", LONG, success=True)
     b = _trace("b", OTHER, success=True)  # same assistant text as a, other final code
@@ -124,7 +127,7 @@ def test_dedup_by_text_compares_what_the_assistant_wrote(tmp_path: Path) -> None
         }
     )
     out = tmp_path / "out.jsonl"
-    _tracegen("dedup", write(tmp_path / "t.jsonl", [a, b, c]), "-o", out, "--by", "text")
+    _tracegen("dedup", write_traces(tmp_path / "t.jsonl", [a, b, c]), "-o", out, "--by", "text")
     assert _ids(out) == ["a", "c"]
 
 
@@ -164,7 +167,7 @@ def contaminated(tmp_path: Path) -> Path:
         ).decode()
         + "\n"
     )
-    return write(
+    return write_traces(
         tmp_path / "traces.jsonl",
         [
             _asking("clean", "Write add(a, b).", "def add(a, b):\n    return a + b"),
@@ -209,6 +212,7 @@ def test_decontaminate_drops_exactly_the_traces_that_share_a_13_gram(
     assert "kept 2 of 6 traces; dropped 4" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_shorter_ngram_catches_shorter_overlaps(tmp_path: Path, contaminated: Path) -> None:
     out = tmp_path / "clean.jsonl"
     mine = tmp_path / "mine.jsonl"
@@ -265,6 +269,7 @@ def test_the_card_lists_the_settings_of_each_hash_from_the_state_file(
     assert "- none recorded" in card
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import Workspace, child_env, keys, read, solver, spawn, tracegen
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.modes.conftest import ADD, TWICE
+from tests.support.episodes import ADD, TWICE
 from tracegen.data.prompts import load_prompt, task_message
 from tracegen.errors import ConfigError
 from tracegen.modes import MODE_NAMES, get_mode

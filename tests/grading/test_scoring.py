@@ -1,14 +1,12 @@
-"""Score, success, reward and is_ideal, and the final program the modes score."""
+"""Score, success, reward and is_ideal; math answers graded by value."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.modes.conftest import TWICE
-from tracegen.episode.limits import repeated_tail
+from tests.support.episodes import TWICE
 from tracegen.grading.answers import grade_answer
 from tracegen.grading.reward import RewardWeights, rescore
-from tracegen.parsing.program import Program, is_complete
 from tracegen.schema import ExecResult, Metrics, TestResult, Trace, TraceError
 
 
@@ -61,42 +59,3 @@ def test_math_answers_are_graded_by_value() -> None:
     wrong = grade_answer(TWICE, "17")
     assert wrong.status == "failed" and wrong.tests[0].actual == "17"
     assert grade_answer(TWICE, None).tests[0].passed is False
-
-
-def test_code_blocks_join_and_a_redefinition_replaces_what_followed_the_old_one() -> None:
-    program = Program()
-    for block in ["import math", "def f(x):", "    return x - 1", "def g():\n    return 1"]:
-        program.add(block)
-    program.add("\ndef f(x):\n    return x + 1\n")
-    assert program.text == "import math\ndef f(x):\n    return x + 1\n"
-
-
-@pytest.mark.parametrize(
-    ("code", "entry", "complete"),
-    [
-        ("def f(x):\n    return x", "f", True),
-        ("def f(x):\n    total = 0", "f", False),
-        ("def f(x):\n    return (x", "f", False),
-        ("def g(x):\n    return x", "f", False),
-        ("x = 9 * 2\nprint(x)", None, True),
-        ("x = 9 * 2", None, False),
-    ],
-)
-def test_a_program_is_complete_when_it_parses_and_returns_from_the_entry_point(
-    code: str, entry: str | None, complete: bool
-) -> None:
-    assert is_complete(code, entry) is complete
-
-
-@pytest.mark.parametrize(
-    ("text", "repeated"),
-    [
-        ("intro " + "I am stuck. " * 30, True),
-        ("x" * 300, True),
-        ("abc" * 10, False),
-        ("def f(x):\n    return x\n" * 3, False),
-        ("".join(f"line {i}\n" for i in range(200)), False),
-    ],
-)
-def test_a_long_repeated_tail_is_detected(text: str, repeated: bool) -> None:
-    assert repeated_tail(text) is repeated

@@ -7,7 +7,7 @@ import socket
 import pytest
 from typer.testing import CliRunner
 
-from tests.fake_ollama import FakeOllama, Fault, Reply
+from tests.support.fake_ollama import FakeOllama, Fault, Reply
 from tracegen.cli import app
 from tracegen.generate import doctor as doctor_module
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from tests.modes.conftest import ADD
+from tests.support.episodes import ADD
 from tracegen.episode.feedback import (
     MAX_FAILURES_SHOWN,
     MAX_OUTPUT_CHARS,

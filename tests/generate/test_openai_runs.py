@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fake_ollama import FakeOllama
 from tests.support.backends import GENERATION_PATHS
 from tests.support.fake_model import END_OF_TURN, Reply
+from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAI, grammar_sent
 from tests.support.runs import IDEAL, read, solver
 from tracegen.modes.grammars import MARKERS

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.traces import MODES, every_mode_and_failure, write
+from tests.support.traces import MODES, every_mode_and_failure, write_traces
 from tracegen.schema import TokenRequest
 from tracegen.views.report.build import build_report
 from tracegen.views.report.facts import outcome
@@ -32,7 +32,7 @@ def _embedded(page: str) -> list[dict]:
 
 @pytest.fixture
 def every_kind(tmp_path: Path) -> Path:
-    return write(tmp_path / "traces.jsonl", every_mode_and_failure())
+    return write_traces(tmp_path / "traces.jsonl", every_mode_and_failure())
 
 
 def test_report_writes_one_page_that_needs_nothing_from_outside(
@@ -52,8 +52,8 @@ def test_report_writes_one_page_that_needs_nothing_from_outside(
 
 def test_report_accepts_globs_and_counts_every_file(tmp_path: Path) -> None:
     traces = every_mode_and_failure()
-    write(tmp_path / "a.jsonl", traces[:5])
-    write(tmp_path / "b.jsonl", traces[5:])
+    write_traces(tmp_path / "a.jsonl", traces[:5])
+    write_traces(tmp_path / "b.jsonl", traces[5:])
     page = build_report([str(tmp_path / "*.jsonl")])
     assert f"{len(traces)} traces" in page
     assert len(_embedded(page)) == len(traces)
@@ -62,7 +62,7 @@ def test_report_accepts_globs_and_counts_every_file(tmp_path: Path) -> None:
 def test_browsing_sample_is_bounded_and_shared_among_modes_and_outcomes(tmp_path: Path) -> None:
     traces = every_mode_and_failure() * 3
     strata = {(t.mode, outcome(t.success, t.is_ideal, t.error is not None)) for t in traces}
-    path = write(tmp_path / "three-times.jsonl", traces)
+    path = write_traces(tmp_path / "three-times.jsonl", traces)
     page = build_report([str(path)], sample=len(strata))
     sample = _embedded(page)
     assert {(t["mode"], t["outcome"]) for t in sample} == strata
@@ -107,7 +107,7 @@ def test_report_plots_count_every_mode_and_failure_kind(every_kind: Path) -> Non
 
 def test_mean_token_logprob_per_turn_is_over_every_token_of_that_turn(tmp_path: Path) -> None:
     traces = every_mode_and_failure()
-    path = write(tmp_path / "t.jsonl", traces)
+    path = write_traces(tmp_path / "t.jsonl", traces)
     turns: dict[int, list[float]] = {}
     for trace in traces:
         for i, turn in enumerate(trace.logprobs):
@@ -157,6 +157,6 @@ def test_token_id_coverage_counts_tokens_and_requests_that_carry_ids(tmp_path: P
         }
     )
     all_tokens = sum(len(t.tokens) for trace in traces for t in trace.logprobs)
-    page = build_report([str(write(tmp_path / "t.jsonl", traces))])
+    page = build_report([str(write_traces(tmp_path / "t.jsonl", traces))])
     assert f"tokens with a token id: {len(tokens)}/{all_tokens}" in page
     assert "1 traces record prompt and completion ids per request" in page

@@ -7,8 +7,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tests.output.conftest import write_traces
-from tests.traces_factory import (
+from tests.support.traces import write_traces
+from tests.support.traces_factory import (
     TRICKY,
     failed_trace,
     inline_tools_trace,

@@ -1,5 +1,5 @@
-"""Reliability fixtures: tracegen run as a user runs it (a child process), small problem sets
-and a scripted model on the loopback Ollama server."""
+"""Scenarios as a user meets them: the loopback servers by name, the arguments of a run, what
+it wrote and which processes it left, small problem sets and a scripted model answering them."""
 
 from __future__ import annotations
 
@@ -14,12 +14,10 @@ from typing import Any
 
 import orjson
 
-from tests.fake_ollama import FakeOllama, Reply
-from tests.runner.conftest import children  # noqa: F401 (a fixture)
 from tests.support.backends import GENERATION_PATHS
 from tests.support.fake_model import FakeModel
+from tests.support.fake_ollama import FakeOllama, Reply
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.runs import child_env, command, tracegen  # noqa: F401 (used by the tests)
 from tracegen.problems import load_problems
 from tracegen.schema import Problem
 

@@ -8,7 +8,7 @@ import re
 
 from rich.console import Console
 
-from tests.fake_ollama import Fault
+from tests.support.fake_ollama import Fault
 from tracegen.generate.progress import Reporter, RunStats
 
 

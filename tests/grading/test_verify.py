@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from tracegen.cli import app
@@ -29,6 +30,7 @@ def verify_json(*args: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_humaneval_canonical_solutions_pass_and_broken_ones_fail(
     tmp_path: Path, humaneval_gz: Path
 ) -> None:

@@ -1,11 +1,10 @@
-"""Runner fixtures: a workspace with 12 problems, the scripted model, the CLI in process."""
+"""Fixtures of the run tests: a workspace with 12 problems, the scripted model, the CLI in
+process, one Ray instance for the session."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import Workspace, solver, write_problems
 from tracegen.cli import app
 
@@ -48,17 +47,6 @@ def cli(monkeypatch: pytest.MonkeyPatch):
         return runner.invoke(app, args, catch_exceptions=False)
 
     return invoke
-
-
-@pytest.fixture
-def children() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test started; any still running at the end is killed."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
 
 
 FAST_HEALTH_CHECKS = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import Workspace, keys, read, tracegen
 from tracegen.errors import ConfigError
 from tracegen.generate.shards import Shard, parse_shard, shard_of
@@ -104,6 +104,7 @@ def test_merge_refuses_a_missing_shard_naming_the_command_that_runs_it(workspace
     assert not (workspace.dir / "merged.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_an_unfinished_shard_is_refused_merged_with_allow_partial_then_finished_by_run(
     cli, workspace, model
 ):
@@ -157,6 +158,7 @@ def test_a_shard_of_another_plan_is_refused_naming_what_differs(
     assert named in line and "manifest.json" in line
 
 
+@pytest.mark.slow
 def test_merge_refuses_a_shard_made_with_other_settings(cli, workspace, model, tmp_path):
     run_shards(cli, workspace, model)
     other = Workspace(
@@ -175,6 +177,7 @@ def test_merge_refuses_a_shard_made_with_other_settings(cli, workspace, model, t
     assert "traces-00001-of-00003.jsonl.done: marks a shard of another plan" in line
 
 
+@pytest.mark.slow
 def test_merge_refuses_two_files_of_one_shard(cli, workspace, model):
     run_shards(cli, workspace, model)
     copy = workspace.dir / "copy"
