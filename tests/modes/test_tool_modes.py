@@ -17,7 +17,6 @@ from tests.support.episodes import (
     call,
     native_call,
 )
-from tests.support.fake_model import Reply
 from tracegen.export.conversion import ConvertOptions
 from tracegen.export.formats import TRAINING
 from tracegen.modes.native_tools import PYTHON_TOOL

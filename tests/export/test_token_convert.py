@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.output.conftest import write_traces
 from tests.support.measure import run_measured
 from tests.support.token_traces import (
     SLOW_SOURCES,
@@ -26,7 +25,8 @@ from tests.support.token_traces import (
     padded,
     tool_feedback,
 )
-from tests.traces_factory import inline_tools_trace, markers_trace, tool_feedback_trace
+from tests.support.traces import write_traces
+from tests.support.traces_factory import inline_tools_trace, markers_trace, tool_feedback_trace
 from tracegen.export.conversion import ConvertOptions
 from tracegen.export.convert import convert_file
 from tracegen.export.tokenizers import Tokenizer, load_tokenizer
@@ -537,7 +537,7 @@ TOOLS_TEMPLATE = (
 def test_a_tokenizer_directory_renders_and_encodes_as_transformers_does(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from tests.traces_factory import native_tools_trace
+    from tests.support.traces_factory import native_tools_trace
     from tracegen.export.tokens import template_messages
     from tracegen.modes.native_tools import PYTHON_TOOL
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
-from tests.reliability.conftest import unused_port
+from tests.support.fake_ollama import FakeOllama
+from tests.support.scenarios import unused_port
 from tracegen.config import RunSettings
 from tracegen.errors import ConfigError
 from tracegen.llm import factory

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.conftest import read_jsonl
 from tests.support.runs import clean_env, spawn, wait_for_records
+from tests.support.scenarios import read_jsonl
 from tracegen.llm.local import LocalBackend
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 
