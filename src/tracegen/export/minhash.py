@@ -2,13 +2,15 @@
 
 A signature holds, for each of `NUM_PERM` random permutations, the smallest permuted 32-bit
 hash of a set's items; the share of equal positions in two signatures estimates the sets'
-Jaccard similarity. Items are hashed with Python's ``hash``, so signatures are only
-comparable within one run. The index splits signatures into bands (chosen for the threshold,
+Jaccard similarity. Items are hashed with CRC-32 (not Python's ``hash``, which changes from
+one process to the next), so the same file gives the same signatures, and ``dedup`` the same
+result, in every run. The index splits signatures into bands (chosen for the threshold,
 favouring recall) and offers as candidates the items that agree on every row of some band.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +26,7 @@ _PERMUTATIONS = np.random.RandomState(1).randint(
 def signature(items: set[str]) -> np.ndarray:
     """The MinHash signature of a set: for each of `NUM_PERM` permutations, the smallest
     permuted 32-bit hash of its items."""
-    hashes = np.fromiter((hash(i) & 0xFFFFFFFF for i in items), dtype=np.uint64, count=len(items))
+    hashes = np.fromiter((zlib.crc32(i.encode()) for i in items), dtype=np.uint64, count=len(items))
     a, b = _PERMUTATIONS
     permuted = (hashes[:, None] * a + b) % _MERSENNE & _MAX_HASH
     return permuted.min(axis=0).astype(np.uint32)
