@@ -443,6 +443,7 @@ def test_token_flags_misused_are_one_line(flags: list[str], message: str, trace_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("source", ["constructed"], indirect=True)  # a Hugging Face tokenizer
 def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: Path) -> None:
     import datasets
     import torch
@@ -457,8 +458,6 @@ def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: 
     dataset = datasets.load_from_disk(str(hf)).select_columns(
         ["input_ids", "attention_mask", "assistant_masks"]
     )
-    if not source.tokenizer.is_dir():
-        pytest.skip("SFTTrainer takes a Hugging Face tokenizer; this source's is a GGUF")
     tokenizer = AutoTokenizer.from_pretrained(str(source.tokenizer))
     torch.manual_seed(0)
     config = LlamaConfig(

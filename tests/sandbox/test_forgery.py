@@ -49,9 +49,12 @@ async def test_an_honest_solution_passes_every_kind_of_test(judged: Sandbox) -> 
 
 @pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("attack", list(FORGERIES))
-async def test_forged_verdict_does_not_pass(judged: Sandbox, attack: str) -> None:
+async def test_forged_verdict_does_not_pass(
+    judged: Sandbox, attack: str, request: pytest.FixtureRequest
+) -> None:
     if judged.isolation == "rlimit" and attack in RLIMIT_GAPS:
-        pytest.skip("rlimit confines no file: whether this passes depends on what is readable")
+        reason = "rlimit confines neither files nor other processes (the README's table)"
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=False))
     result = await judged.run_tests(FORGERIES[attack], SQUARE)
     assert result.status != "ok", result
     assert passed_tests(result) == [], result
