@@ -162,6 +162,8 @@ async def main(args: argparse.Namespace) -> None:
                 for kind, ours, direct in await speed(backend, args.repeat, args.gen_tokens):
                     table.add_row(kind, f"{ours:.1f}", f"{direct:.1f}", f"{ours / direct:.2f}")
                 console.print(table)
+            if args.problems < 1:  # the speed only
+                continue
             table = Table(
                 title=f"{model.name}: {args.problems} built-in problems per cell, "
                 f"max_tokens {args.max_tokens}"
@@ -186,7 +188,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--gen-tokens", type=int, default=96)
-    parser.add_argument("--problems", type=int, default=4)
+    parser.add_argument("--problems", type=int, default=4, help="0: the speed only")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--slots", type=int, default=4)
