@@ -3,6 +3,7 @@ address, else the embedded model, said in one line. Nothing is loaded here."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +49,36 @@ async def test_a_server_answering_at_the_default_address_is_used(
 
 @pytest.mark.parametrize("given", [{"hosts": ["gpu1"]}, {"model": "qwen3:8b"}])
 async def test_a_named_host_or_model_means_a_server_even_when_none_answers(
+    monkeypatch: pytest.MonkeyPatch, nothing: str, given: dict[str, Any]
+) -> None:
+    backend, _, said = await choose(monkeypatch, nothing, **given)
+    assert (backend, said) == ("auto", [])
+
+
+@pytest.mark.parametrize("named", ["file", "packaged"])
+async def test_a_model_only_the_embedded_backend_runs_is_run_in_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, named: str
+) -> None:
+    """``--model ~/models/x.gguf`` with no host means this file, in process: no server is
+    asked (nothing answers at the default address either way)."""
+    model = DEFAULT_MODEL
+    if named == "file":
+        model = str(tmp_path / "qwen2.5-coder-7b-q4_k_m.gguf")
+        Path(model).write_bytes(b"GGUF")
+    monkeypatch.setattr(factory, "identify", None)  # asking a server would fail loudly
+    backend, chosen, said = await choose(monkeypatch, "http://unused", model=model)
+    assert (backend, chosen) == ("local", model)
+    assert said == [f"running {model} in process (--backend local; --host names a server)"]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"model": "missing.gguf"},
+        {"model": DEFAULT_MODEL, "hosts": ["http://gpu1:8000/v1"]},
+    ],
+)
+async def test_a_gguf_that_is_not_there_or_a_named_host_still_means_a_server(
     monkeypatch: pytest.MonkeyPatch, nothing: str, given: dict[str, Any]
 ) -> None:
     backend, _, said = await choose(monkeypatch, nothing, **given)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tracegen.config import DEFAULT_HOST, RunSettings, redact_url
@@ -21,7 +22,7 @@ from tracegen.llm.http import PROBE_TIMEOUT_S
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.openai import OpenAIBackend
-from tracegen.llm.packaged import DEFAULT_MODEL, find_model
+from tracegen.llm.packaged import DEFAULT_MODEL, PACKAGED, find_model
 from tracegen.llm.pool import HostPool
 
 BACKENDS: dict[str, Callable[..., HostBackend]] = {
@@ -117,21 +118,24 @@ async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> 
     """``settings`` with a local run decided, its ``model`` defaulted, and ``--constrain on``
     refused where the backend kind is known to take no grammar.
 
-    ``auto`` runs the embedded model when nothing names a server or a model (no ``--host``,
-    ``OLLAMA_HOST``, ``--model``…) and nothing answers at Ollama's default address, and says
-    so in one line; otherwise it stays ``auto``, and `open_pool` finds out what answers.
+    ``auto`` runs the embedded model when ``--model`` names a GGUF file that exists or a
+    packaged model and no host is named, or when nothing names a server or a model (no
+    ``--host``, ``OLLAMA_HOST``, ``--model``…) and nothing answers at Ollama's default
+    address; it says so in one line. Otherwise it stays ``auto``, and `open_pool` finds out
+    what answers.
     """
-    configured = {"hosts", "model"} & settings.model_fields_set
-    if (
-        settings.backend == "auto"
-        and not configured
-        and not isinstance(await identify(settings, DEFAULT_HOST), Found)
-    ):
-        info(
-            f"no model server at {DEFAULT_HOST} and none configured: running "
-            f"{DEFAULT_MODEL} in process (--backend local; --host names a server)"
-        )
-        settings = settings.model_copy(update={"backend": "local"})
+    if settings.backend == "auto" and "hosts" not in settings.model_fields_set:
+        if "model" in settings.model_fields_set and names_local_model(settings.model):
+            info(f"running {settings.model} in process (--backend local; --host names a server)")
+            settings = settings.model_copy(update={"backend": "local"})
+        elif "model" not in settings.model_fields_set and not isinstance(
+            await identify(settings, DEFAULT_HOST), Found
+        ):
+            info(
+                f"no model server at {DEFAULT_HOST} and none configured: running "
+                f"{DEFAULT_MODEL} in process (--backend local; --host names a server)"
+            )
+            settings = settings.model_copy(update={"backend": "local"})
     if settings.backend == "local" and "model" not in settings.model_fields_set:
         settings = settings.model_copy(update={"model": DEFAULT_MODEL})
     known = KNOWN_CAPABILITIES.get(settings.backend)
@@ -155,6 +159,13 @@ def check_grammar(settings: RunSettings, capabilities: Capabilities, server: str
             f"--constrain on needs a backend that takes a grammar (local, or llama.cpp's "
             f"server, vLLM or SGLang), and {server} does not: drop it or use another backend"
         )
+
+
+def names_local_model(model: str) -> bool:
+    """Whether ``model`` is what only the embedded backend runs: a packaged model's name or
+    a ``.gguf`` file that exists (a server's model names are neither)."""
+    path = Path(model).expanduser()
+    return model in PACKAGED or (path.suffix.lower() == ".gguf" and path.is_file())
 
 
 def local_backend(settings: RunSettings) -> LocalBackend:
