@@ -29,7 +29,7 @@ server's ``Retry-After`` when it sent one, else a random time up to
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -170,33 +170,22 @@ class HttpBackend:
     async def request_json(
         self, method: str, path: str, body: Json | None, model: str | None = None
     ) -> Json:
-        """One attempt at a request whose answer is one JSON object, read whole."""
-        async with self.open(method, path, body, model=model) as response:
-            try:
-                raw = await response.aread()
-            except httpx.TransportError as e:
-                raise self.transport_error(e) from None
-        return self.json_object(raw, "response")
-
-    @contextlib.asynccontextmanager
-    async def open(
-        self, method: str, path: str, body: Json | None, *, model: str | None = None
-    ) -> AsyncIterator[httpx.Response]:
-        """Send one request (with ``X-Session-ID`` inside `tracegen.llm.base.session`);
-        transport faults and error statuses become our errors. The caller reads the body to
-        its end, so the connection goes back to the pool."""
+        """One attempt at a request whose answer is one JSON object, read whole (with
+        ``X-Session-ID`` inside `tracegen.llm.base.session`); transport faults and error
+        statuses become our errors. The body is always read to its end, so the connection
+        goes back to its lane."""
         content = orjson.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if body is not None else {}
         episode = SESSION_ID.get()
         if episode is not None:
             headers["X-Session-ID"] = episode
         try:
-            stream = self._client.stream(method, path, content=content, headers=headers)
-            response = await stream.__aenter__()
+            request = self._client.build_request(method, path, content=content, headers=headers)
+            response = await self._client.send(request, stream=True)
         except httpx.RemoteProtocolError:
             # Closed before any answer: often a kept-alive connection the server had just
-            # closed (llama.cpp closes one after each stream), so the next attempt is sent at
-            # once; it still counts as an attempt, a server that keeps failing is not hammered.
+            # closed, so the next attempt is sent at once; it still counts as an attempt, and
+            # a server that keeps failing is not hammered.
             error = ServerError(f"{self.host} closed the connection before answering")
             error.retry_after = 0.0
             raise error from None
@@ -205,15 +194,14 @@ class HttpBackend:
         except httpx.InvalidURL as e:
             raise ConfigError(f"invalid host {self.host!r}: {e}") from None
         try:
-            if response.status_code != 200:
-                try:
-                    raw = await response.aread()
-                except httpx.TransportError as e:
-                    raise self.transport_error(e) from None
-                raise self.status_error(response, raw, model or self.model)
-            yield response
+            raw = await response.aread()
+        except httpx.TransportError as e:
+            raise self.transport_error(e) from None
         finally:
-            await stream.__aexit__(None, None, None)
+            await response.aclose()
+        if response.status_code != 200:
+            raise self.status_error(response, raw, model or self.model)
+        return self.json_object(raw, "response")
 
     def json_object(self, raw: str | bytes, what: str) -> Json:
         """``raw`` as a JSON object, or `ProtocolError` naming the host and ``what`` it is."""
