@@ -1,17 +1,20 @@
 """One kept-alive connection per in-flight request: requests in turn share one connection,
 requests at once each get their own, and no more connections are opened than were ever in
-flight at once."""
+flight at once. Answers are read whole however the server frames them, over plain HTTP and
+TLS, and every way a server can fail becomes the httpx error the backends map."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import httpx
 import pytest
+import trustme
 
-from tracegen.llm.lanes import Lanes, _environment_proxy
+from tracegen.llm.lanes import Lanes, _environment_proxy, transport_for
 
 
 class _Server:
@@ -86,3 +89,201 @@ def test_proxies_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
     assert _environment_proxy("http://gpu1:8000") == "http://all:3128"
     monkeypatch.setenv("NO_PROXY", "gpu1")
     assert _environment_proxy("http://gpu1:8000") is None
+
+
+# ---------------------------------------------------------------- a server scripted in bytes
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def scripted(script: Script, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
+    """A server that runs ``script`` on every connection it accepts."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await script(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
+    port = listener.sockets[0].getsockname()[1]
+    async with listener:
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+
+
+def answering(*answers: bytes, pause_s: float = 0.0) -> Script:
+    """Each request read is answered with the next of ``answers``, written in pieces of
+    7 bytes ``pause_s`` apart (so every parser state meets a boundary)."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for answer in answers:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = [
+                line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+            ]
+            if length:
+                await reader.readexactly(int(length[0].split(b":")[1]))
+            for start in range(0, len(answer), 7):
+                writer.write(answer[start : start + 7])
+                await writer.drain()
+                if pause_s:
+                    await asyncio.sleep(pause_s)
+        await reader.read()
+
+    return script
+
+
+async def test_answers_are_read_whole_however_they_are_framed() -> None:
+    length = b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"a": 1}'
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'3;ext=1\r\n{"b\r\n5\r\n": 2}\r\n0\r\nX-Trailer: t\r\n\r\n'
+    )
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" + length
+    empty = b"HTTP/1.1 204 No Content\r\n\r\n"
+    async with scripted(answering(length, chunked, interim, empty, length)) as url:
+        lanes = Lanes(url)
+        async with httpx.AsyncClient(base_url=url, transport=lanes) as client:
+            assert (await client.post("/", content=b"{}")).json() == {"a": 1}
+            assert (await client.get("/")).json() == {"b": 2}
+            assert (await client.get("/")).json() == {"a": 1}
+            assert (await client.get("/")).status_code == 204
+            assert (await client.get("/")).json() == {"a": 1}
+        assert lanes.size == 1
+
+
+async def test_a_body_that_runs_until_the_server_closes_is_read_and_not_reused() -> None:
+    answer = b'HTTP/1.0 200 OK\r\n\r\n{"c": 3}'
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+
+    async with scripted(script) as url:
+        lanes = Lanes(url)
+        async with httpx.AsyncClient(base_url=url, transport=lanes) as client:
+            for _ in range(3):
+                assert (await client.get("/")).json() == {"c": 3}
+        assert lanes.size == 3
+
+
+async def test_connection_close_is_honoured_and_a_connection_closed_while_idle_is_replaced() -> (
+    None
+):
+    close = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}"
+    kept = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+
+    async def answer_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(kept)  # kept alive by its headers, closed at once by the server
+        await writer.drain()
+
+    for script in (answering(close), answer_then_close):
+        async with scripted(script) as url:
+            lanes = Lanes(url)
+            async with httpx.AsyncClient(base_url=url, transport=lanes) as client:
+                for _ in range(3):
+                    assert (await client.get("/")).json() == {}
+                    await asyncio.sleep(0.05)
+            assert lanes.size == 3
+
+
+def _cut(answer: bytes) -> Script:
+    """Reads the request, sends ``answer`` and closes the connection."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+
+    return script
+
+
+@pytest.mark.parametrize(
+    ("script", "error"),
+    [
+        (_cut(b""), httpx.RemoteProtocolError),
+        (_cut(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}"), httpx.ReadError),
+        (_cut(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}"), httpx.ReadError),
+        (_cut(b"SSH-2.0-OpenSSH_9.6\r\n\r\n"), httpx.ReadError),
+        (_cut(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), httpx.ReadError),
+        (_cut(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"), httpx.ReadError),
+    ],
+    ids=[
+        "closed-before-answering",
+        "closed-mid-body",
+        "closed-mid-chunks",
+        "not-http",
+        "bad-chunk",
+        "bad-length",
+    ],
+)
+async def test_a_failing_server_raises_the_error_httpx_would(script: Script, error: type) -> None:
+    async with (
+        scripted(script) as url,
+        httpx.AsyncClient(base_url=url, transport=Lanes(url)) as client,
+    ):
+        with pytest.raises(error):
+            await client.get("/")
+
+
+async def test_silence_times_out_but_a_slow_steady_answer_does_not() -> None:
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    async with (
+        scripted(silent) as url,
+        httpx.AsyncClient(base_url=url, transport=Lanes(url), timeout=0.2) as client,
+    ):
+        with pytest.raises(httpx.ReadTimeout):
+            await client.get("/")
+    # 43 bytes, 7 at a time, 0.06 s apart: 0.36 s in all, never 0.2 s of silence
+    async with (
+        scripted(answering(answer, pause_s=0.06)) as url,
+        httpx.AsyncClient(base_url=url, transport=Lanes(url), timeout=0.2) as client,
+    ):
+        assert (await client.get("/")).json() == {}
+
+
+async def test_nothing_listening_is_a_connect_error() -> None:
+    async with scripted(_cut(b"")) as url:
+        pass  # the port is free again
+    async with httpx.AsyncClient(base_url=url, transport=Lanes(url)) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get("/")
+
+
+async def test_https_hosts_are_reached_over_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    authority = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server)
+    client_context = ssl.create_default_context()
+    authority.configure_trust(client_context)
+    monkeypatch.setattr(httpx, "create_ssl_context", lambda: client_context)
+    answer = b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"t": 1}'
+    async with scripted(answering(answer, answer), tls=server) as url:
+        lanes = Lanes(url)
+        async with httpx.AsyncClient(base_url=url, transport=lanes) as client:
+            assert [(await client.get("/")).json() for _ in range(2)] == [{"t": 1}] * 2
+        assert lanes.size == 1
+    async with scripted(answering(answer), tls=server) as url:
+        monkeypatch.setattr(httpx, "create_ssl_context", ssl.create_default_context)
+        async with httpx.AsyncClient(base_url=url, transport=Lanes(url)) as client:
+            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await client.get("/")
+
+
+def test_a_host_behind_a_proxy_goes_through_httpx_own_transport(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert isinstance(transport_for("http://gpu1:8000"), Lanes)
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    assert isinstance(transport_for("http://gpu1:8000"), httpx.AsyncHTTPTransport)

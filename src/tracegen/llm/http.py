@@ -59,7 +59,7 @@ from tracegen.errors import (
     ServerError,
 )
 from tracegen.llm.base import SESSION_ID, RetryListener, ServerInfo
-from tracegen.llm.lanes import Lanes
+from tracegen.llm.lanes import transport_for
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -110,7 +110,7 @@ class HttpBackend:
         self._client = httpx.AsyncClient(
             base_url=url,
             headers=headers,
-            transport=transport or Lanes(url),
+            transport=transport or transport_for(url),
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
         )
 
