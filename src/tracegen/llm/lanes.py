@@ -1,28 +1,31 @@
-"""One kept-alive connection per in-flight request, each request written whole and its
-answer read whole: an HTTP transport whose cost neither grows with the number of
-connections nor with the layers between a request and its socket.
+"""The wire under the server backends: one request in, its whole answer out, over one
+kept-alive connection per in-flight request, at a cost that neither grows with the number
+of connections nor with layers between a request and its socket.
 
 httpx's pool (httpcore 1.0) scans every connection it holds, some checks quadratically,
-each time a request starts or ends, and each request passes through httpcore, h11 and anyio
-on its way to the socket: with a hundred requests in flight that costs more CPU than the
-request itself. `Lanes` keeps a free list of connections of its own, so taking one is O(1)
-however many are in flight; a `_Connection` is an `asyncio.Protocol` that writes the
-request in one call and parses the answer as its bytes arrive (``Content-Length``, chunked,
-or until the server closes). Plain HTTP and TLS (``https``, the CA store loaded only then)
-are both direct connections.
+each time a request starts or ends, and each request passes through httpx's client
+(URL merging, cookies, auth and redirect hooks), httpcore, h11 and anyio on its way to the
+socket: with a hundred requests in flight that costs more CPU than the request itself.
+`Lanes` keeps a free list of connections of its own, so taking one is O(1) however many are
+in flight; a `_Connection` is an `asyncio.Protocol` that writes the request in one call and
+parses the answer as its bytes arrive (``Content-Length``, chunked, or until the server
+closes). Plain HTTP and TLS (``https``, the CA store loaded only then) are both direct.
 
 Proxies come from the environment as httpx would take them (``HTTPS_PROXY``,
 ``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``): a host reached through one is served by
-httpx's own transport (`transport_for`), which speaks to proxies (``CONNECT`` tunnels,
-proxy credentials).
+httpx's client and transport (`HttpxWire`), which speak to proxies (``CONNECT`` tunnels,
+proxy credentials); so is any httpx transport given in place of the network (tests serve
+the stand-in servers in process that way). Faults are httpx's exceptions either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 import urllib.request
-from urllib.parse import urlsplit
+from typing import NamedTuple, Protocol
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -33,23 +36,108 @@ _CLOSE = -1
 _CHUNKED = -2
 
 
-def transport_for(url: str) -> httpx.AsyncBaseTransport:
-    """The transport for the server at ``url``: `Lanes`, or httpx's own through a proxy."""
-    proxy = _environment_proxy(url)
-    if proxy is None:
-        return Lanes(url)
+class Answer(NamedTuple):
+    """A whole HTTP answer."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        """The value of header ``name`` (any case), None when the answer has none."""
+        key = name.lower().encode()
+        for field, value in self.headers:
+            if field.lower() == key:
+                return value.decode("latin-1")
+        return None
+
+
+class Wire(Protocol):
+    """Where a backend sends requests: faults are httpx's `httpx.TransportError`s."""
+
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None
+    ) -> Answer:
+        """``path`` (below the server's URL, or a whole URL on the same server) asked with
+        ``headers`` beside the wire's own, answered whole."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def wire_for(
+    url: str,
+    headers: dict[str, str],
+    timeout_s: float,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Wire:
+    """The wire to the server at ``url``: `Lanes`, or httpx's client through a proxy or the
+    given ``transport``. ``headers`` go with every request; answers may take ``timeout_s``
+    of silence, connecting at most 10 s of it. A URL that cannot be read is a `ValueError`."""
+    connect_s = min(timeout_s, 10.0)
+    proxy = _environment_proxy(url) if transport is None else None
+    if transport is None and proxy is None:
+        return Lanes(url, headers, connect_s=connect_s, read_s=timeout_s)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx.AsyncHTTPTransport(proxy=proxy, limits=limits)
+    client = httpx.AsyncClient(
+        base_url=url,
+        headers=headers,
+        transport=transport or httpx.AsyncHTTPTransport(proxy=proxy, limits=limits),
+        timeout=httpx.Timeout(timeout_s, connect=connect_s),
+    )
+    return HttpxWire(client)
 
 
-class Lanes(httpx.AsyncBaseTransport):
-    """A free list of kept-alive connections to the one server at ``url``."""
+class HttpxWire:
+    """A `Wire` over an httpx client."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None
+    ) -> Answer:
+        request = self._client.build_request(method, path, content=body, headers=headers)
+        response = await self._client.send(request, stream=True)
+        try:
+            raw = await response.aread()
+        except httpx.RemoteProtocolError as e:  # as `Lanes`: once the answer has begun
+            raise httpx.ReadError(str(e)) from None
+        finally:
+            await response.aclose()
+        return Answer(response.status_code, response.headers.raw, raw)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class Lanes:
+    """A `Wire`: a free list of kept-alive connections to the one server at ``url``."""
+
+    def __init__(
+        self, url: str, headers: dict[str, str], *, connect_s: float, read_s: float
+    ) -> None:
         parts = urlsplit(url)
         self._tls = parts.scheme == "https"
-        self._host = parts.hostname or ""
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an http:// or https:// URL with a host")
+        self._host = parts.hostname
         self._port = parts.port or (443 if self._tls else 80)
+        self._prefix = parts.path.rstrip("/")
+        fields = {
+            "Host": parts.netloc.rpartition("@")[2],
+            "Accept": "*/*",
+            "User-Agent": "tracegen",
+        }
+        if parts.username or parts.password:  # as httpx: credentials in the URL are Basic auth
+            secret = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+            headers = {
+                **headers,
+                "Authorization": "Basic " + base64.b64encode(secret.encode()).decode(),
+            }
+        fields.update(headers)
+        self._fields = "".join(f"{k}: {v}\r\n" for k, v in fields.items()).encode()
+        self._connect_s, self._read_s = connect_s, read_s
         # Loading the CA store costs ~70 ms: only where TLS happens, once for every lane.
         self._ssl: ssl.SSLContext | None = httpx.create_ssl_context() if self._tls else None
         self._idle: list[_Connection] = []
@@ -60,14 +148,25 @@ class Lanes(httpx.AsyncBaseTransport):
         """How many connections were opened so far."""
         return self._opened
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        timeouts = request.extensions.get("timeout", {})
-        data = _request_bytes(request, await request.aread())
-        connection = self._take()
-        if connection is None:
-            connection = await self._open(timeouts.get("connect"))
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None
+    ) -> Answer:
+        if path.startswith(("http://", "https://")):  # a URL on this server, as httpx takes
+            parts = urlsplit(path)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        else:
+            target = self._prefix + path
+        head = [b"%s %s HTTP/1.1\r\n" % (method.encode(), target.encode())]
+        head.append(self._fields)
+        head += [f"{k}: {v}\r\n".encode() for k, v in headers.items()]
+        if body is not None:
+            head.append(b"Content-Length: %d\r\n" % len(body))
+        head.append(b"\r\n")
+        if body:
+            head.append(body)
+        connection = self._take() or await self._open()
         try:
-            status, headers, body, reusable = await connection.exchange(data, timeouts.get("read"))
+            answer, reusable = await connection.exchange(b"".join(head), self._read_s)
         except BaseException:
             connection.close()
             raise
@@ -75,12 +174,7 @@ class Lanes(httpx.AsyncBaseTransport):
             self._idle.append(connection)
         else:
             connection.close()
-        return httpx.Response(
-            status_code=status,
-            headers=headers,
-            stream=httpx.ByteStream(body),
-            extensions={"http_version": b"HTTP/1.1"},
-        )
+        return answer
 
     async def aclose(self) -> None:
         for connection in self._idle:
@@ -95,7 +189,7 @@ class Lanes(httpx.AsyncBaseTransport):
                 return connection
         return None
 
-    async def _open(self, timeout: float | None) -> _Connection:
+    async def _open(self) -> _Connection:
         loop = asyncio.get_running_loop()
         connecting = loop.create_connection(
             _Connection,
@@ -105,23 +199,13 @@ class Lanes(httpx.AsyncBaseTransport):
             server_hostname=self._host if self._tls else None,
         )
         try:
-            _, connection = await asyncio.wait_for(connecting, timeout)
+            _, connection = await asyncio.wait_for(connecting, self._connect_s)
         except TimeoutError:
             raise httpx.ConnectTimeout(f"no connection to {self._host}:{self._port}") from None
         except (OSError, ssl.SSLError) as e:
             raise httpx.ConnectError(f"{self._host}:{self._port}: {e}") from None
         self._opened += 1
         return connection
-
-
-def _request_bytes(request: httpx.Request, body: bytes) -> bytes:
-    url = request.url
-    target = url.raw_path
-    lines = [b"%s %s HTTP/1.1" % (request.method.encode(), target)]
-    lines += [b"%s: %s" % pair for pair in request.headers.raw]
-    if body and "content-length" not in request.headers:
-        lines.append(b"Content-Length: %d" % len(body))
-    return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
 class _Connection(asyncio.Protocol):
@@ -134,8 +218,7 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self.open = False
         self._buffer = bytearray()
-        self._answer: asyncio.Future[tuple[int, list[tuple[bytes, bytes]], bytes, bool]] | None
-        self._answer = None
+        self._answer: asyncio.Future[tuple[Answer, bool]] | None = None
         self._head: tuple[int, list[tuple[bytes, bytes]], int, bool] | None = None
         self._body = bytearray()
         self._chunk = 0  # chunked: the size of the chunk whose data is awaited
@@ -178,11 +261,9 @@ class _Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------ a request
 
-    async def exchange(
-        self, data: bytes, timeout: float | None
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
-        """Write ``data`` (a whole request) and wait for its whole answer: status, headers,
-        body, and whether the connection can take another request."""
+    async def exchange(self, data: bytes, timeout: float) -> tuple[Answer, bool]:
+        """Write ``data`` (a whole request) and wait for its whole answer, and whether the
+        connection can take another request."""
         assert self._transport is not None
         loop = asyncio.get_running_loop()
         self._answer = answer = loop.create_future()
@@ -190,9 +271,8 @@ class _Connection(asyncio.Protocol):
         self._body.clear()
         self._buffer.clear()
         self._transport.write(data)
-        if timeout is not None:
-            self._last = loop.time()
-            self._timer = loop.call_at(self._last + timeout, self._expire, timeout)
+        self._last = loop.time()
+        self._timer = loop.call_at(self._last + timeout, self._expire, timeout)
         try:
             return await answer
         finally:
@@ -221,7 +301,7 @@ class _Connection(asyncio.Protocol):
 
     def _done(self, body: bytes, *, reusable: bool) -> None:
         assert self._head is not None and self._answer is not None
-        self._answer.set_result((self._head[0], self._head[1], body, reusable))
+        self._answer.set_result((Answer(self._head[0], self._head[1], body), reusable))
 
     # ------------------------------------------------------------ parsing
 
