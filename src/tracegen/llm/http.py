@@ -144,7 +144,15 @@ class HttpBackend:
     # ------------------------------------------------------------ requests
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """``attempt()`` until it succeeds or fails in a way retrying does not fix."""
+        """``attempt()`` until it succeeds or fails in a way retrying does not fix. The
+        first attempt runs bare (most succeed); the retry machinery starts only after a
+        failure it may fix, which it takes as its own first attempt."""
+        try:
+            return await attempt()
+        except BackendError as e:
+            if not e.retryable or self._attempts == 1:
+                raise
+            failed: BackendError | None = e
         retrying = AsyncRetrying(
             stop=stop_any(stop_after_attempt(self._attempts), _StopAfterWaiting(self._max_retry_s)),
             wait=self._wait,
@@ -154,6 +162,10 @@ class HttpBackend:
         )
 
         async def once() -> T:
+            nonlocal failed
+            if failed is not None:
+                error, failed = failed, None
+                raise error
             return await attempt()
 
         return await retrying(once)
