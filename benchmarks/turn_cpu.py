@@ -34,7 +34,7 @@ from tracegen.episode.spec import EpisodeSpec
 from tracegen.generate.runfiles import RunFiles
 from tracegen.grading.filters import Filters
 from tracegen.jsonl import dumps
-from tracegen.llm.base import Completion, token_logprobs
+from tracegen.llm.base import token_logprobs
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.modes import get_mode
 from tracegen.schema import ExecResult, Problem, TestCase, TestResult, Trace
@@ -172,9 +172,6 @@ def main() -> None:
         for tokens in (39, 500):
             for top in (0, 5):
                 raw = entries(tokens, top)
-                parsed = token_logprobs(raw, HOST)
-                completion = Completion(content="x", logprobs=parsed)
-                assert completion.logprobs is not None
                 trace = Trace.model_validate(
                     {
                         "id": "t",
