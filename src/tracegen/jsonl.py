@@ -44,8 +44,8 @@ LineErrorHandler = Callable[[int, str], None]
 """Called with the number of a line that could not be read and why (no FILE:LINE prefix)."""
 
 _AT = re.compile(r"^(?P<msg>.*) - at `\$\.?(?P<path>.*)`$")
-_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]*)`$")
-_NOT_OBJECT = re.compile(r"^Expected `object`, got `(?P<got>[^`]*)`$")
+_MISSING = re.compile(r"^object missing required field `(?P<field>[^`]*)`$")
+_NOT_OBJECT = re.compile(r"^expected `object`, got `(?P<got>[^`]*)`$")
 
 
 def _short(err: Exception) -> str:
@@ -232,10 +232,17 @@ def validate(
 
 
 def dumps(record: BaseModel | Row) -> bytes:
-    """One JSON line, newline included."""
+    """One JSON line, newline included. A row may hold msgspec structs: each is dumped as
+    its JSON object as it is reached."""
     if not isinstance(record, dict):
         record = record.model_dump(mode="json", by_alias=True)
-    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(record, default=_struct, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _struct(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):
+        return msgspec.to_builtins(value)
+    raise TypeError(f"a {type(value).__name__} is not a JSON value")
 
 
 # ---------------------------------------------------------------- typed structs, in blocks
@@ -395,13 +402,9 @@ def _decode_each(
 
 def explain(err: msgspec.MsgspecError, name: str = "record") -> str:
     """A msgspec decoding error as the reason part of a FILE:LINE message."""
-    text = str(err)
     if not isinstance(err, msgspec.ValidationError):
-        return f"not valid JSON ({text})"
-    where = ""
-    at = _AT.match(text)
-    if at:
-        text, where = at["msg"], at["path"]
+        return f"not valid JSON ({err})"
+    where, text = located(err)
     missing = _MISSING.match(text)
     if missing:
         field = missing["field"]
@@ -409,7 +412,17 @@ def explain(err: msgspec.MsgspecError, name: str = "record") -> str:
     not_object = _NOT_OBJECT.match(text)
     if not_object and not where:
         return f"expected a JSON object, got {not_object['got']}"
-    return f"not a {name}: {where or 'record'}: {text[:1].lower()}{text[1:]}"
+    return f"not a {name}: {where or 'record'}: {text}"
+
+
+def located(err: msgspec.ValidationError) -> tuple[str, str]:
+    """Where a msgspec validation error is (``[3].logprob``, empty at the top) and what it
+    says there, lower-cased (``expected `float`, got `str```)."""
+    text, where = str(err), ""
+    at = _AT.match(text)
+    if at:
+        text, where = at["msg"], at["path"]
+    return where, text[:1].lower() + text[1:]
 
 
 def repair_tail(path: str | Path) -> int:

@@ -10,7 +10,19 @@ import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+import msgspec
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from tracegen.jsonl import located
 
 TRACE_SCHEMA: Final = "tracegen.trace/1"
 PROBLEM_SCHEMA: Final = "tracegen.problem/1"
@@ -19,7 +31,7 @@ MAX_INT64 = 2**63 - 1
 MAX_JSON_DEPTH = 64
 """How deeply free-form JSON values (test arguments, tool-call arguments) may nest."""
 Index = Annotated[int, Field(ge=0, le=MAX_INT64)]
-Byte = Annotated[int, Field(ge=0, le=255)]
+Byte = Annotated[int, msgspec.Meta(ge=0, le=255)]
 
 
 def json_value(value: Any) -> Any:
@@ -133,27 +145,86 @@ class ChatMessage(Record):
 # ---------------------------------------------------------------- logprobs
 
 
-class TopLogprob(Record):
-    token: str
-    logprob: float
-    bytes: list[Byte] | None = None
-
-
-class TokenLogprob(Record):
-    """One sampled token; ``id`` is its token id where the backend returned ids."""
+class TopLogprob(msgspec.Struct, gc=False):
+    """An alternative to a sampled token."""
 
     token: str
     logprob: float
     bytes: list[Byte] | None = None
-    top_logprobs: list[TopLogprob] = Field(default_factory=list)
+
+
+class TokenLogprob(msgspec.Struct, kw_only=True, gc=False):
+    """One sampled token; ``id`` is its token id where the backend returned ids.
+
+    Tokens are lean msgspec structs, not pydantic models: an answer has hundreds, each read
+    from the server and written to the trace. `token_records` converts a list in one call.
+    They are left out of the garbage collector's passes (``gc=False``): they hold no cycle."""
+
+    token: str
+    logprob: float
+    bytes: list[Byte] | None = None
+    top_logprobs: list[TopLogprob] = msgspec.field(default_factory=list)
     id: int | None = None
+
+
+_TOKEN_FIELDS = frozenset(TokenLogprob.__struct_fields__)
+_TOP_FIELDS = frozenset(TopLogprob.__struct_fields__)
+
+
+def token_records(entries: Any) -> list[TokenLogprob]:
+    """``entries`` (``{token, logprob, bytes, top_logprobs, id}`` objects as parsed from JSON,
+    or tokens already) as tokens, converted in one call; fields beyond a token's are ignored.
+    A malformed entry is a `ValueError` saying where: ``[3].logprob: expected `float`, got
+    `str```."""
+    try:
+        return msgspec.convert(entries, list[TokenLogprob])
+    except msgspec.ValidationError as e:
+        where, why = located(e)
+        raise ValueError(f"{where}: {why}" if where else why) from None
+
+
+def _recorded_tokens(value: Any) -> list[TokenLogprob]:
+    """The tokens of a record: `token_records`, and a field no token has is an error, as in
+    every record. Tokens tracegen built (structs, not dicts) pass unchecked."""
+    try:
+        tokens = token_records(value)
+    except ValueError as e:
+        reason: str | None = str(e)
+    else:
+        reason = _unknown_field(value) if tokens and isinstance(value[0], dict) else None
+    if reason is not None:
+        raise PydanticCustomError("tokens", "{reason}", {"reason": reason})
+    return tokens
+
+
+def _unknown_field(entries: list[Any]) -> str | None:
+    """Where the first field of ``entries`` that a token (or an alternative) has not is."""
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        for j, alternative in enumerate(entry.get("top_logprobs") or ()):
+            if isinstance(alternative, dict) and not alternative.keys() <= _TOP_FIELDS:
+                unknown = min(alternative.keys() - _TOP_FIELDS)
+                return f"[{i}].top_logprobs[{j}]: object contains unknown field `{unknown}`"
+        if not entry.keys() <= _TOKEN_FIELDS:
+            return f"[{i}]: object contains unknown field `{min(entry.keys() - _TOKEN_FIELDS)}`"
+    return None
+
+
+Tokens = Annotated[
+    list[TokenLogprob],
+    PlainValidator(_recorded_tokens),
+    PlainSerializer(msgspec.to_builtins),
+]
+"""A list of `TokenLogprob` as a field of a pydantic record: converted by msgspec in one
+call, dumped as the same JSON objects a pydantic model would be."""
 
 
 class TurnLogprobs(Record):
     """The tokens of one assistant turn; ``message_index`` points into ``Trace.messages``."""
 
     message_index: Index
-    tokens: list[TokenLogprob]
+    tokens: Tokens
 
 
 class TokenRequest(Record):
@@ -354,3 +425,15 @@ class Trace(Record):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+    def to_row(self) -> dict[str, Any]:
+        """`to_json` made faster for `tracegen.jsonl.dumps`: the tokens of the logprobs
+        (most of a trace) are left as they are, not walked by pydantic, for the writer to
+        dump one at a time (never all held as dicts at once)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude=_NO_TOKENS)
+        for turn, dumped in zip(self.logprobs, data["logprobs"], strict=True):
+            dumped["tokens"] = turn.tokens
+        return data
+
+
+_NO_TOKENS: Final = {"logprobs": {"__all__": {"tokens"}}}

@@ -2,10 +2,12 @@
 
 from datetime import UTC, datetime
 
+import orjson
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from tracegen.jsonl import JsonlWriter, iter_records
+from tracegen.errors import JsonlError
+from tracegen.jsonl import JsonlWriter, dumps, iter_records
 from tracegen.schema import (
     TRACE_SCHEMA,
     ChatMessage,
@@ -93,7 +95,6 @@ TRACE = Trace(
 )
 
 RECORDS: list[BaseModel] = [
-    TOKEN,
     *TESTS,
     PROBLEM,
     MATH,
@@ -132,6 +133,78 @@ def test_a_problem_without_tests_is_refused():
 def test_unknown_fields_are_an_error_not_silently_dropped():
     with pytest.raises(ValidationError):
         Trace.model_validate(TRACE.to_json() | {"scroe": 1.0})
+
+
+WRITTEN_BEFORE = (
+    '{"schema":"tracegen.trace/1","id":"t-1","problem_id":"add","sample":0,'
+    '"mode":"markers","model":"m","hosts":[],"created_at":"2026-01-02T03:04:05Z",'
+    '"settings_hash":"","messages":[],"steps":[],"final_code":null,'
+    '"final_answer":null,"verdict":null,"score":0.0,"success":false,"reward":-1.0,'
+    '"is_ideal":false,"metrics":{"think_segments":0,"code_blocks":0,"executions":0,'
+    '"tool_calls":0,"parse_failures":0,"parse_strategies":{},"hallucinated_results":0,'
+    '"turns":0,"exec_timeouts":0,"repetition_stops":0,"prompt_tokens":0,'
+    '"completion_tokens":0,"generation_s":0.0,"execution_s":0.0,"latency_s":0.0},'
+    '"logprobs":[{"message_index":2,"tokens":[{"token":"def","logprob":0.0,'
+    '"bytes":[100,101,102],"top_logprobs":[{"token":"def","logprob":-0.25,'
+    '"bytes":null},{"token":"é","logprob":-3.4028234663852886e+38,"bytes":[195,169]}],'
+    '"id":755},{"token":" add","logprob":-0.00001,"bytes":null,"top_logprobs":[],'
+    '"id":null}]}],"logprobs_status":"present","continuation":null,'
+    '"token_requests":[],"grammars":{},"usage":{"requests":0,"prompt_tokens":0,'
+    '"completion_tokens":0,"prompt_s":0.0,"generation_s":0.0,"load_s":0.0,'
+    '"total_s":0.0},"error":null}'
+    "\n"
+).encode()
+"""A trace line with logprobs as tracegen wrote it when tokens were pydantic models: ``bytes``
+and ``id`` null or not, a large exponent, a small number, a non-ASCII token."""
+
+
+def test_a_trace_with_logprobs_is_written_back_byte_for_byte(tmp_path):
+    trace = Trace.model_validate_json(WRITTEN_BEFORE)
+    assert trace.logprobs[0].tokens[0].top_logprobs[1].token == "é"
+    path = tmp_path / "traces.jsonl"
+    with JsonlWriter(path) as writer:
+        writer.write(trace.to_row())
+        writer.write(trace)
+        writer.write(TRACE.to_row())
+    assert path.read_bytes().splitlines(keepends=True)[:2] == [WRITTEN_BEFORE, WRITTEN_BEFORE]
+    [(_, back), _, (_, again)] = list(iter_records(path, Trace))
+    assert (back, again) == (trace, TRACE)
+    assert dumps(TRACE.to_row()) == dumps(TRACE)
+
+
+@pytest.mark.parametrize(
+    ("token", "reason"),
+    [
+        ({"token": "a", "logprob": "likely"}, r"\[0\]\.logprob: expected `float`, got `str`"),
+        ({"logprob": -1.0}, r"\[0\]: object missing required field `token`"),
+        (
+            {"token": "a", "logprob": -1.0, "bytes": [256]},
+            r"\[0\]\.bytes\[0\]: expected `int` <= 255",
+        ),
+        (
+            {"token": "a", "logprob": -1.0, "rank": 1},
+            r"\[0\]: object contains unknown field `rank`",
+        ),
+        (
+            {
+                "token": "a",
+                "logprob": -1.0,
+                "top_logprobs": [{"token": "b", "logprob": -2, "id": 7}],
+            },
+            r"\[0\]\.top_logprobs\[0\]: object contains unknown field `id`",
+        ),
+    ],
+    ids=["not-a-number", "no-token", "not-a-byte", "unknown-field", "unknown-alternative-field"],
+)
+def test_a_malformed_token_in_a_trace_file_is_one_error_saying_where(tmp_path, token, reason):
+    data = TRACE.to_json()
+    data["logprobs"][0]["tokens"] = [token]
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(orjson.dumps(data) + b"\n")
+    with pytest.raises(
+        JsonlError, match=rf"traces.jsonl:1: not a valid Trace: logprobs\.0\.tokens: {reason}"
+    ):
+        list(iter_records(path, Trace))
 
 
 def test_exec_result_counts_passed_tests():

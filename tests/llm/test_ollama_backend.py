@@ -6,9 +6,11 @@ import logging
 import socket
 from typing import Any
 
+import httpx
 import pydantic
 import pytest
 
+from tests.support.backends import QUICK_RETRIES
 from tests.support.fake_ollama import FakeOllama, Fault, Reply, _Handler
 from tracegen.errors import (
     AuthError,
@@ -22,7 +24,7 @@ from tracegen.errors import (
 )
 from tracegen.llm.base import ChatRequest, SamplingOptions
 from tracegen.llm.ollama import OllamaBackend
-from tracegen.schema import ChatMessage
+from tracegen.schema import ChatMessage, TokenLogprob, TopLogprob
 
 ANSWER = "def add(a, b):\n    return a + b\n"
 CALL = {"function": {"name": "python", "arguments": {"code": "print(2)"}}}
@@ -251,6 +253,55 @@ async def test_malformed_line_is_a_clear_protocol_error(fake_ollama: FakeOllama)
             await b.chat(request())
     assert info.value.__cause__ is None and info.value.__suppress_context__
     assert len(fake_ollama.requests) == 3
+
+
+def answering(logprobs: Any) -> OllamaBackend:
+    """A backend whose every chat request is answered ``ok`` with these ``logprobs``."""
+    body = {"message": {"content": "ok"}, "done": True, "done_reason": "stop", "logprobs": logprobs}
+    transport = httpx.MockTransport(lambda _: httpx.Response(200, json=body))
+    return OllamaBackend("http://ollama", "test-model", transport=transport, **QUICK_RETRIES)
+
+
+@pytest.mark.parametrize(
+    ("logprobs", "reason"),
+    [
+        (
+            [{"token": "o", "logprob": -1}, {"token": "k", "logprob": "likely"}],
+            "[1].logprob: expected `float`, got `str`",
+        ),
+        (
+            [{"token": "ok", "logprob": -1, "bytes": [111, 1000]}],
+            "[0].bytes[1]: expected `int` <= 255",
+        ),
+        (
+            [{"token": "ok", "logprob": -1, "top_logprobs": [{"logprob": -2}]}],
+            "[0].top_logprobs[0]: object missing required field `token`",
+        ),
+        ({"token": "ok"}, "expected `array`, got `object`"),
+    ],
+    ids=["logprob", "byte", "alternative", "not-a-list"],
+)
+async def test_a_malformed_logprobs_entry_is_one_protocol_error_saying_where(
+    logprobs: Any, reason: str
+) -> None:
+    async with answering(logprobs) as b:
+        with pytest.raises(ProtocolError) as info:
+            await b.chat(request())
+    assert str(info.value) == f"http://ollama sent a malformed logprobs entry: {reason}"
+
+
+async def test_logprob_fields_a_server_adds_are_ignored() -> None:
+    entry = {
+        "token": "ok",
+        "logprob": 0,
+        "rank": 1,
+        "top_logprobs": [{"token": "k", "logprob": -3, "id": 7}],
+    }
+    async with answering([entry]) as b:
+        c = await b.chat(request())
+    assert c.logprobs == [
+        TokenLogprob(token="ok", logprob=0.0, top_logprobs=[TopLogprob(token="k", logprob=-3.0)])
+    ]
 
 
 async def test_dropped_connection_is_retried_and_the_partial_stream_discarded(

@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 
@@ -148,7 +149,7 @@ def test_token_id_coverage_counts_tokens_and_requests_that_carry_ids(tmp_path: P
     traces = every_mode_and_failure()
     first = traces[0]
     turn = first.logprobs[0]
-    tokens = [t.model_copy(update={"id": 100 + i}) for i, t in enumerate(turn.tokens)]
+    tokens = [msgspec.structs.replace(t, id=100 + i) for i, t in enumerate(turn.tokens)]
     request = TokenRequest(message_index=2, prompt_ids=[1, 2, 3], completion_ids=[100, 101])
     traces[0] = first.model_copy(
         update={

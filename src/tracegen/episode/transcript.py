@@ -98,7 +98,9 @@ class Transcript:
         """The typed steps of model text in message ``index``, added to the record;
         ``open_tag`` is a block the text continues (opened in an earlier piece)."""
         prefix = f"<{open_tag}>" if open_tag else ""
-        steps = [s.model_copy(update={"message_index": index}) for s in segment(prefix + text)]
+        steps = segment(prefix + text)
+        for step in steps:
+            step.message_index = index
         self.steps.extend(steps)
         return steps
 

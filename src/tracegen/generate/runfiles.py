@@ -170,9 +170,9 @@ class RunFiles:
     def record(self, trace: Trace, outcome: Outcome) -> None:
         """Write the trace where it belongs, then its state line (see the module docstring)."""
         if outcome == "accepted":
-            self._out.write(trace)
+            self._out.write(trace.to_row())
         elif self._rej is not None:
-            self._rej.write(trace)
+            self._rej.write(trace.to_row())
         self._state.write(
             StateLine(
                 id=trace.id,

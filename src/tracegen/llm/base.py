@@ -16,12 +16,19 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from tracegen.config import ContinueChoice
 from tracegen.errors import ConfigError, ProtocolError
 from tracegen.llm.grammar import Grammar
-from tracegen.schema import ChatMessage, ContinueMethod, TokenLogprob, ToolCall
+from tracegen.schema import (
+    ChatMessage,
+    ContinueMethod,
+    TokenLogprob,
+    Tokens,
+    ToolCall,
+    token_records,
+)
 
 # How a partial assistant message is continued (`ContinueMethod`): ``prefill`` sends it last in
 # a chat request (the server must not close the turn); ``raw`` renders the chat template and
@@ -98,7 +105,7 @@ class Completion(BaseModel):
     content: str = ""
     thinking: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    logprobs: list[TokenLogprob] | None = None
+    logprobs: Tokens | None = None
     finish_reason: FinishReason | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -186,16 +193,11 @@ class HostBackend(Backend, Protocol):
     async def aclose(self) -> None: ...
 
 
-_TOKENS = TypeAdapter(list[TokenLogprob])
-
-
-def token_logprobs(entries: Any) -> list[TokenLogprob]:
-    """A server's per-token logprob entries (``{token, logprob, bytes, top_logprobs, id}``)
-    as records, validated in one call rather than one model per token; fields a server adds
-    beyond these are ignored, a malformed entry is a `ProtocolError`."""
+def token_logprobs(entries: Any, host: str) -> list[TokenLogprob]:
+    """The per-token logprob entries (``{token, logprob, bytes, top_logprobs, id}``) ``host``
+    sent, as tokens converted in one call (`token_records`); fields a server adds beyond
+    these are ignored, a malformed entry is a `ProtocolError`."""
     try:
-        return _TOKENS.validate_python(entries or [], extra="ignore")
-    except ValidationError as e:
-        error = e.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise ProtocolError(f"malformed logprobs entry at {where}: {error['msg']}") from None
+        return token_records(entries or [])
+    except ValueError as e:
+        raise ProtocolError(f"{host} sent a malformed logprobs entry: {e}") from None

@@ -44,9 +44,10 @@ from tracegen.llm.base import (
     FinishReason,
     ServerInfo,
     pick_continuation,
+    token_logprobs,
 )
 from tracegen.llm.packaged import LocalModel, require_engine
-from tracegen.schema import ChatMessage, TokenLogprob, TopLogprob
+from tracegen.schema import ChatMessage, TokenLogprob
 
 HOST = "local"
 MEMORY_HEADROOM = 0.9
@@ -393,19 +394,12 @@ class _Stream:
         if self.first_token is None:
             self.first_token = time.perf_counter()
         choice = (chunk.get("choices") or [{}])[0]
-        for t in (choice.get("logprobs") or {}).get("content") or []:
-            self.tokens.append(
-                TokenLogprob(
-                    token=t["token"],
-                    logprob=t["logprob"],
-                    bytes=t.get("bytes"),
-                    id=t["id"],
-                    top_logprobs=[
-                        TopLogprob(token=a["token"], logprob=a["logprob"], bytes=a.get("bytes"))
-                        for a in (t.get("top_logprobs") or [])[: self.top]
-                    ],
-                )
-            )
+        tokens = token_logprobs((choice.get("logprobs") or {}).get("content"), "llama.cpp")
+        for token in tokens:
+            if token.id is None:
+                raise ValueError("a token without its id")
+            del token.top_logprobs[self.top :]
+        self.tokens += tokens
         if chunk.get("timings"):
             self.timings = chunk["timings"]
         before = len(self.text)

@@ -157,7 +157,7 @@ class OllamaBackend(HttpBackend):
         message = (data.get("message") or {}) if chat else data
         content = message.get("content" if chat else "response") or ""
         tool_calls = [_tool_call(c) for c in message.get("tool_calls") or []]
-        logprobs = token_logprobs(data.get("logprobs")) if asked_logprobs else []
+        logprobs = token_logprobs(data.get("logprobs"), self.host) if asked_logprobs else []
 
         def seconds(key: str) -> float:
             return _int(data, key) * NS

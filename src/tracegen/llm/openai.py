@@ -379,37 +379,27 @@ def read_native(
 
 
 def _logprobs(entries: Any, ids: list[int] | None, top: int, host: str) -> list[TokenLogprob]:
-    """``logprobs.content`` (or llama.cpp ``completion_probabilities``) entries as records, with
+    """``logprobs.content`` (or llama.cpp ``completion_probabilities``) entries as tokens, with
     at most ``top`` alternatives each. A token's id is the entry's own, else a vLLM
     ``token_id:N`` token's (the text then comes from ``bytes``), else the matching one of
-    ``ids``. Plain dicts are built here and validated in one call."""
+    ``ids``. The entries are converted in one call, then completed."""
     if entries is None:
         return []
     if not isinstance(entries, list):
         raise ProtocolError(f"{host} sent logprobs that are not a list")
-    known = ids if ids is not None and len(ids) == len(entries) else [None] * len(entries)
-    plain: list[Json] = []
-    entry: Any = None
-    try:
-        for entry, token_id in zip(entries, known, strict=True):
-            token, raw = entry["token"], entry.get("bytes")
-            found = entry.get("id", token_id)
-            if token.startswith(_PLACEHOLDER):
-                found = int(token[len(_PLACEHOLDER) :])
-                token = bytes(raw).decode(errors="replace") if raw else ""
-            alternatives = entry.get("top_logprobs") or []
-            plain.append(
-                {
-                    "token": token,
-                    "logprob": entry["logprob"],
-                    "bytes": raw,
-                    "id": found,
-                    "top_logprobs": alternatives[:top],
-                }
-            )
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise ProtocolError(f"{host} sent a malformed logprobs entry: {clip(str(entry))}") from None
-    return token_logprobs(plain)
+    tokens = token_logprobs(entries, host)
+    known = ids if ids is not None and len(ids) == len(tokens) else [None] * len(tokens)
+    for token, token_id in zip(tokens, known, strict=True):
+        if token.token.startswith(_PLACEHOLDER):
+            try:
+                token.id = int(token.token[len(_PLACEHOLDER) :])
+            except ValueError:
+                raise ProtocolError(f"{host} sent a malformed token: {clip(token.token)}") from None
+            token.token = bytes(token.bytes).decode(errors="replace") if token.bytes else ""
+        elif token.id is None:
+            token.id = token_id
+        del token.top_logprobs[top:]
+    return tokens
 
 
 def _tool_call(entry: Any, index: int, host: str) -> ToolCall:
