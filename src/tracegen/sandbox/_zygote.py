@@ -75,19 +75,20 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _only_process_of_uid() -> bool:
-    """Kill every other process of the uid, then ask the kernel whether any is left.
+    """Whether the caller is its real uid's only process; if not, kill every other one.
 
     Under ``RLIMIT_NPROC`` 2 a clone succeeds only while the caller is its real uid's only
     process (zombies count until reaped). The clone is ``posix_spawn``'s vfork-like one,
-    and exec of ``""`` fails at once, so a success costs microseconds.
+    and exec of ``""`` fails at once, so a success costs microseconds. Usually nothing is
+    left by then, so the probe comes first: ``kill(-1)`` looks at every process there is.
     """
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(-1, signal.SIGKILL)
     try:
         pid = os.posix_spawn("", ["probe"], {})
     except FileNotFoundError:
         return True
     except BlockingIOError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
         return False
     os.waitpid(pid, 0)
     return False
