@@ -190,7 +190,9 @@ class _Zygote:
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
                 pass_fds=[theirs.fileno()],
-                env=SAFE_ENV,
+                # Symbols bound once in the zygote: lazy binding would redo it (and copy the
+                # pages it writes) in every forked child. Children get `SAFE_ENV` alone.
+                env={**SAFE_ENV, "LD_BIND_NOW": "1"},
                 start_new_session=True,
             )
         finally:
