@@ -411,7 +411,7 @@ class Zygote:
             child_fds = [fds[0], fds[1], fds[2], answers_w, calls_r]
             judge_fds = [fds[3], fds[4], calls_w, answers_r]
             run.judge = self._take_judge()
-            role = _harness.serve_candidate
+            role: Callable[[], int] = _harness.serve_candidate
         else:
             child_fds, judge_fds, role = fds, [], _harness.script
         run.pid = self._fork(child_fds, uid, run.workdir, role)
@@ -701,6 +701,7 @@ def main(config: dict[str, Any]) -> None:
         os.chmod(config["workbase"], 0o711)
     sock = socket.socket(fileno=config["fd"])
     zygote = Zygote(sock, config)
+    _harness.warm_up()
     gc.collect()
     gc.freeze()  # children inherit these objects without the collector touching their pages
     zygote.serve()
