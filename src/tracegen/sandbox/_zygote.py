@@ -326,7 +326,6 @@ class Zygote:
                 handler = handlers.get(fd)
                 if handler is not None:
                     handler()
-            self._reap()
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.deadline = None
                 if self.prober is not None:
@@ -335,11 +334,13 @@ class Zygote:
             self._drop_judge(judge)
 
     def _on_wake(self) -> None:
+        """A SIGCHLD: a child ended (or stopped)."""
         with contextlib.suppress(OSError):
             os.read(self.wake_r, 4096)
+        self._reap()
 
     def _reap(self) -> None:
-        """Handle every child that has ended (SIGCHLD woke us), without reaping it yet."""
+        """Handle every child that has ended, without reaping it yet."""
         if self.prober is not None:
             # Stopped by a process of the uid it was emptying: replace it now.
             with contextlib.suppress(ChildProcessError):
