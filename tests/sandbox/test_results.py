@@ -174,7 +174,7 @@ async def test_the_program_sees_nothing_the_sandbox_ran_before_it(sandbox: Sandb
         "def f(x):\n"
         "    return [sorted(k for k in linecache.cache if k.startswith('<')), sys.stdin.read()]\n"
     )
-    result = await sandbox.run_tests(code, problem(io("seen", [0], [["<code>", "<setup>"], ""])))
+    result = await sandbox.run_tests(code, problem(io("seen", [0], [["<code>"], ""])))
     assert result.status == "ok", result.tests[0].actual
 
 

@@ -110,12 +110,16 @@ def hmac_sha256(key: bytes, message: bytes) -> str:
     into the zygote, whose every mapping each fork copies. ``hmac.new`` gives the same."""
     key = key if len(key) <= 64 else sha256(key).digest()
     key = key.ljust(64, b"\0")
-    inner = sha256(bytes(b ^ 0x36 for b in key) + message).digest()
-    return sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
+    inner = sha256(key.translate(_IPAD) + message).digest()
+    return sha256(key.translate(_OPAD) + inner).hexdigest()
+
+
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
 
 
 def _signed(key: bytes, report: dict[str, Any]) -> bytes:
-    body = json.dumps(report).encode()
+    body = _wire.dumps(report)
     return hmac_sha256(key, body).encode() + b"\n" + body
 
 
@@ -191,7 +195,7 @@ def serve_candidate(stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CA
         _write_all(answers, _wire.dumps(message))
 
     for phase, source in (("setup", payload["setup"]), ("code", payload["code"])):
-        err = _exec(source, f"<{phase}>", namespace)
+        err = _exec(source, f"<{phase}>", namespace) if source else None
         if err is not None:
             send({"phase": phase, "error": _last_line(err)})
             return 0
@@ -404,7 +408,7 @@ def judge(payload: dict[str, Any], channel: _Channel) -> dict[str, Any]:
     if not entry and any(t["kind"] != "assert" for t in tests):
         return {"phase": "entry", "error": "the problem names no entry point", "tests": []}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    err = _exec(payload["setup"], "<setup>", namespace)
+    err = _exec(payload["setup"], "<setup>", namespace) if payload["setup"] else None
     if err is not None:
         return {"phase": "setup", "error": _last_line(err), "tests": []}
     compiled: list[Any] = []
@@ -439,7 +443,7 @@ def judge_one(fds: list[int]) -> None:
     """One execution: the tests from ``fds[0]``, the report to ``fds[1]``, the candidate on
     ``fds[2]`` (calls out) and ``fds[3]`` (answers in)."""
     payload_fd, report_fd, calls_fd, replies_fd = fds
-    payload = json.loads(_read_all(payload_fd))
+    payload = _wire.parse(_read_all(payload_fd))
     key = bytes.fromhex(payload.pop("key"))
     channel = _Channel(calls_fd, replies_fd)
     try:
