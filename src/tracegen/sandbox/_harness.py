@@ -26,6 +26,7 @@ import linecache
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from tracegen.sandbox import _wire
@@ -215,27 +216,42 @@ def serve_candidate(stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CA
 
 
 def warm_up(runs: int = WARM_UP_RUNS) -> None:
-    """Play the candidate's side of a trivial execution ``runs`` times in this process.
+    """Play a candidate's side of a trivial execution and a trivial script ``runs`` times
+    in this process.
 
     For the zygote, before its first fork: the interpreter specializes the bytecode that
-    runs and fills its method cache as it goes, and every candidate forked afterwards finds
+    runs and fills its method cache as it goes, and every child forked afterwards finds
     them done instead of doing them again, writing (so copying) the pages they are on.
     """
     request = _wire.dumps({"setup": "", "code": "def f(x):\n    return x\n", "entry_point": "f"})
     call = _wire.dumps(["call", "f", _wire.encode([1]), {}])
+    code = _wire.dumps({"code": "x = 1\n", "key": "00" * 32})
     for _ in range(runs):
-        stdin, request_w = os.pipe()
-        answers_r, answers = os.pipe()
-        calls, calls_w = os.pipe()
-        for fd, data in ((request_w, request), (calls_w, call)):
-            _write_all(fd, data)
-            os.close(fd)
-        serve_candidate(stdin, answers, calls)
-        for fd in (stdin, answers, calls):
-            os.close(fd)
-        _read_all(answers_r)
-        os.close(answers_r)
+        _play(serve_candidate, [request, None, call])
+        _play(script, [code, None])
     _forget_sources()
+
+
+def _play(role: Callable[..., int], feeds: list[bytes | None]) -> None:
+    """Call ``role`` with one pipe end per feed: the read end of a pipe holding the bytes,
+    or for None the write end of a pipe that is drained afterwards."""
+    ends, drains = [], []
+    for feed in feeds:
+        read, write = os.pipe()
+        if feed is None:
+            ends.append(write)
+            drains.append(read)
+        else:
+            _write_all(write, feed)
+            os.close(write)
+            ends.append(read)
+    role(*ends)
+    for fd in ends:
+        with contextlib.suppress(OSError):  # a script closes its report pipe itself
+            os.close(fd)
+    for fd in drains:
+        _read_all(fd)
+        os.close(fd)
 
 
 # ------------------------------------------------------------------ the judge process
@@ -492,17 +508,17 @@ def run_script(payload: dict[str, Any]) -> dict[str, Any]:
     return {"phase": "done", "exit": 0, "tests": []}
 
 
-def script() -> int:
+def script(stdin: int = 0, result: int = RESULT_FD) -> int:
     """Read the payload from stdin, run it, write the authenticated report. The exit status."""
-    payload = _take_payload()
+    payload = _take_payload(stdin)
     key = bytes.fromhex(payload.pop("key"))
     report = run_script(payload)
     _flush_std()
     message = _signed(key, report)
     del key
     try:
-        _write_all(RESULT_FD, message)
-        os.close(RESULT_FD)
+        _write_all(result, message)
+        os.close(result)
     except OSError:
         return 70
     return int(report.get("exit", 0)) & 0xFF
