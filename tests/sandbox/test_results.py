@@ -168,6 +168,30 @@ async def test_tracebacks_show_source_lines_of_the_standard_library(sandbox: San
     assert "return _default_decoder.decode(s)" in result.stderr
 
 
+async def test_the_program_sees_nothing_the_sandbox_ran_before_it(sandbox: Sandbox) -> None:
+    code = (
+        "import linecache, sys\n"
+        "def f(x):\n"
+        "    return [sorted(k for k in linecache.cache if k.startswith('<')), sys.stdin.read()]\n"
+    )
+    result = await sandbox.run_tests(code, problem(io("seen", [0], [["<code>"], ""])))
+    assert result.status == "ok", result.tests[0].actual
+
+
+async def test_programs_and_their_subprocesses_get_only_the_safe_environment(
+    sandbox: Sandbox,
+) -> None:
+    code = (
+        "import os, subprocess\n"
+        "print(sorted(os.environ))\n"
+        "env = subprocess.run(['env'], capture_output=True, text=True).stdout\n"
+        "print(sorted(line.split('=')[0] for line in env.splitlines()))\n"
+    )
+    result = await sandbox.run_code(code)
+    names = str(sorted([*isolation.SAFE_ENV, "HOME", "PWD", "TMPDIR"]))
+    assert result.stdout.splitlines() == [names, names], result.stderr
+
+
 async def test_each_execution_gets_a_fresh_directory_that_is_removed(sandbox: Sandbox) -> None:
     code = "import os\nopen('state', 'w').write('x')\nprint(os.getcwd())\n"
     first = await sandbox.run_code(code)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hmac
 import math
 from typing import Any
 
 import pytest
 
-from tracegen.sandbox import _wire
+from tracegen.sandbox import _harness, _wire
 
 
 def cross(value: Any) -> Any:
@@ -105,3 +106,9 @@ def test_garbled_lines_are_refused(line: bytes) -> None:
 def test_tokens_no_encoding_gives_are_refused(tokens: Any) -> None:
     with pytest.raises(_wire.Garbled):
         _wire.decode(tokens)
+
+
+@pytest.mark.parametrize("key_size", [0, 32, 64, 65, 200])
+def test_reports_are_signed_as_the_standard_hmac_signs_them(key_size: int) -> None:
+    key, message = bytes(range(key_size)), b'{"phase": "done", "tests": []}'
+    assert _harness.hmac_sha256(key, message) == hmac.new(key, message, "sha256").hexdigest()

@@ -26,6 +26,7 @@ import linecache
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from tracegen.sandbox import _wire
@@ -47,6 +48,8 @@ HARNESS_FILES = "<tracegen."
 """Frames of these files (this package, compiled from source) are cut from tracebacks."""
 VALUE_LIMIT = 1 << 20
 """An ``io`` test's value is sent to tracegen for comparison up to this size (JSON bytes)."""
+WARM_UP_RUNS = 10
+"""`warm_up`: enough for CPython 3.11 to quicken and specialize what runs (8 calls, then 1)."""
 
 
 # ------------------------------------------------------------------ shared
@@ -94,11 +97,12 @@ def _flush_std() -> None:
             stream.flush()
 
 
-def _take_payload() -> dict[str, Any]:
-    """The request on stdin, which is then replaced by ``/dev/null``."""
-    payload: dict[str, Any] = _wire.parse(_read_all(0))
-    os.close(0)
-    os.open(os.devnull, os.O_RDONLY)
+def _take_payload(fd: int = 0) -> dict[str, Any]:
+    """The request on ``fd`` (stdin), which then reads ``/dev/null``."""
+    payload: dict[str, Any] = _wire.parse(_read_all(fd))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, fd)
+    os.close(null)
     return payload
 
 
@@ -107,12 +111,16 @@ def hmac_sha256(key: bytes, message: bytes) -> str:
     into the zygote, whose every mapping each fork copies. ``hmac.new`` gives the same."""
     key = key if len(key) <= 64 else sha256(key).digest()
     key = key.ljust(64, b"\0")
-    inner = sha256(bytes(b ^ 0x36 for b in key) + message).digest()
-    return sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
+    inner = sha256(key.translate(_IPAD) + message).digest()
+    return sha256(key.translate(_OPAD) + inner).hexdigest()
+
+
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
 
 
 def _signed(key: bytes, report: dict[str, Any]) -> bytes:
-    body = json.dumps(report).encode()
+    body = _wire.dumps(report)
     return hmac_sha256(key, body).encode() + b"\n" + body
 
 
@@ -178,17 +186,17 @@ def _answer(message: Any, namespace: dict[str, Any]) -> list[Any]:
         return _exception_answer(e)
 
 
-def serve_candidate() -> int:
+def serve_candidate(stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CALLS_FD) -> int:
     """Run setup and code, say what they define, then answer the judge's calls until EOF."""
-    payload = _take_payload()
+    payload = _take_payload(stdin)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
 
     def send(message: Any) -> None:
         _flush_std()
-        _write_all(RESULT_FD, _wire.dumps(message))
+        _write_all(answers, _wire.dumps(message))
 
     for phase, source in (("setup", payload["setup"]), ("code", payload["code"])):
-        err = _exec(source, f"<{phase}>", namespace)
+        err = _exec(source, f"<{phase}>", namespace) if source else None
         if err is not None:
             send({"phase": phase, "error": _last_line(err)})
             return 0
@@ -197,7 +205,7 @@ def serve_candidate() -> int:
         send({"phase": "entry", "error": f"NameError: the entry point {entry!r} is not defined"})
         return 0
     send({"phase": "ready", "names": _names(namespace)})
-    calls = open(CALLS_FD, "rb", closefd=False)  # noqa: SIM115 (lives as long as we do)
+    calls = open(calls_fd, "rb", closefd=False)  # noqa: SIM115 (lives as long as we do)
     while line := calls.readline(_wire.MESSAGE_LIMIT + 1):
         try:
             message = _wire.loads(line)
@@ -205,6 +213,45 @@ def serve_candidate() -> int:
             return 0
         send(_answer(message, namespace))
     return 0
+
+
+def warm_up(runs: int = WARM_UP_RUNS) -> None:
+    """Play a candidate's side of a trivial execution and a trivial script ``runs`` times
+    in this process.
+
+    For the zygote, before its first fork: the interpreter specializes the bytecode that
+    runs and fills its method cache as it goes, and every child forked afterwards finds
+    them done instead of doing them again, writing (so copying) the pages they are on.
+    """
+    request = _wire.dumps({"setup": "", "code": "def f(x):\n    return x\n", "entry_point": "f"})
+    call = _wire.dumps(["call", "f", _wire.encode([1]), {}])
+    code = _wire.dumps({"code": "x = 1\n", "key": "00" * 32})
+    for _ in range(runs):
+        _play(serve_candidate, [request, None, call])
+        _play(script, [code, None])
+    _forget_sources()
+
+
+def _play(role: Callable[..., int], feeds: list[bytes | None]) -> None:
+    """Call ``role`` with one pipe end per feed: the read end of a pipe holding the bytes,
+    or for None the write end of a pipe that is drained afterwards."""
+    ends, drains = [], []
+    for feed in feeds:
+        read, write = os.pipe()
+        if feed is None:
+            ends.append(write)
+            drains.append(read)
+        else:
+            _write_all(write, feed)
+            os.close(write)
+            ends.append(read)
+    role(*ends)
+    for fd in ends:
+        with contextlib.suppress(OSError):  # a script closes its report pipe itself
+            os.close(fd)
+    for fd in drains:
+        _read_all(fd)
+        os.close(fd)
 
 
 # ------------------------------------------------------------------ the judge process
@@ -377,7 +424,7 @@ def judge(payload: dict[str, Any], channel: _Channel) -> dict[str, Any]:
     if not entry and any(t["kind"] != "assert" for t in tests):
         return {"phase": "entry", "error": "the problem names no entry point", "tests": []}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    err = _exec(payload["setup"], "<setup>", namespace)
+    err = _exec(payload["setup"], "<setup>", namespace) if payload["setup"] else None
     if err is not None:
         return {"phase": "setup", "error": _last_line(err), "tests": []}
     compiled: list[Any] = []
@@ -412,7 +459,7 @@ def judge_one(fds: list[int]) -> None:
     """One execution: the tests from ``fds[0]``, the report to ``fds[1]``, the candidate on
     ``fds[2]`` (calls out) and ``fds[3]`` (answers in)."""
     payload_fd, report_fd, calls_fd, replies_fd = fds
-    payload = json.loads(_read_all(payload_fd))
+    payload = _wire.parse(_read_all(payload_fd))
     key = bytes.fromhex(payload.pop("key"))
     channel = _Channel(calls_fd, replies_fd)
     try:
@@ -421,6 +468,11 @@ def judge_one(fds: list[int]) -> None:
         report = {"phase": "code", "error": f"the judge failed: {_last_line(e)}", "tests": []}
     with contextlib.suppress(OSError):
         _write_all(report_fd, _signed(key, report))
+    _forget_sources()
+
+
+def _forget_sources() -> None:
+    """Drop the sources `_compile` kept for tracebacks."""
     for filename in [f for f in linecache.cache if f.startswith("<")]:
         linecache.cache.pop(filename, None)
 
@@ -456,17 +508,17 @@ def run_script(payload: dict[str, Any]) -> dict[str, Any]:
     return {"phase": "done", "exit": 0, "tests": []}
 
 
-def script() -> int:
+def script(stdin: int = 0, result: int = RESULT_FD) -> int:
     """Read the payload from stdin, run it, write the authenticated report. The exit status."""
-    payload = _take_payload()
+    payload = _take_payload(stdin)
     key = bytes.fromhex(payload.pop("key"))
     report = run_script(payload)
     _flush_std()
     message = _signed(key, report)
     del key
     try:
-        _write_all(RESULT_FD, message)
-        os.close(RESULT_FD)
+        _write_all(result, message)
+        os.close(result)
     except OSError:
         return 70
     return int(report.get("exit", 0)) & 0xFF

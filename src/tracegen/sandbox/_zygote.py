@@ -75,19 +75,20 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _only_process_of_uid() -> bool:
-    """Kill every other process of the uid, then ask the kernel whether any is left.
+    """Whether the caller is its real uid's only process; if not, kill every other one.
 
     Under ``RLIMIT_NPROC`` 2 a clone succeeds only while the caller is its real uid's only
     process (zombies count until reaped). The clone is ``posix_spawn``'s vfork-like one,
-    and exec of ``""`` fails at once, so a success costs microseconds.
+    and exec of ``""`` fails at once, so a success costs microseconds. Usually nothing is
+    left by then, so the probe comes first: ``kill(-1)`` looks at every process there is.
     """
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(-1, signal.SIGKILL)
     try:
         pid = os.posix_spawn("", ["probe"], {})
     except FileNotFoundError:
         return True
     except BlockingIOError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
         return False
     os.waitpid(pid, 0)
     return False
@@ -325,7 +326,6 @@ class Zygote:
                 handler = handlers.get(fd)
                 if handler is not None:
                     handler()
-            self._reap()
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.deadline = None
                 if self.prober is not None:
@@ -334,11 +334,13 @@ class Zygote:
             self._drop_judge(judge)
 
     def _on_wake(self) -> None:
+        """A SIGCHLD: a child ended (or stopped)."""
         with contextlib.suppress(OSError):
             os.read(self.wake_r, 4096)
+        self._reap()
 
     def _reap(self) -> None:
-        """Handle every child that has ended (SIGCHLD woke us), without reaping it yet."""
+        """Handle every child that has ended, without reaping it yet."""
         if self.prober is not None:
             # Stopped by a process of the uid it was emptying: replace it now.
             with contextlib.suppress(ChildProcessError):
@@ -410,7 +412,7 @@ class Zygote:
             child_fds = [fds[0], fds[1], fds[2], answers_w, calls_r]
             judge_fds = [fds[3], fds[4], calls_w, answers_r]
             run.judge = self._take_judge()
-            role = _harness.serve_candidate
+            role: Callable[[], int] = _harness.serve_candidate
         else:
             child_fds, judge_fds, role = fds, [], _harness.script
         run.pid = self._fork(child_fds, uid, run.workdir, role)
@@ -700,6 +702,7 @@ def main(config: dict[str, Any]) -> None:
         os.chmod(config["workbase"], 0o711)
     sock = socket.socket(fileno=config["fd"])
     zygote = Zygote(sock, config)
+    _harness.warm_up()
     gc.collect()
     gc.freeze()  # children inherit these objects without the collector touching their pages
     zygote.serve()

@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import hmac
 import itertools
-import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -95,7 +95,7 @@ class _Raw:
 
 @dataclass
 class _Capture:
-    """Reads one pipe to EOF on the event loop, keeping at most ``limit`` bytes."""
+    """Reads one pipe to EOF (see `_Outputs`), keeping at most ``limit`` bytes."""
 
     fd: int
     limit: int
@@ -104,33 +104,64 @@ class _Capture:
     truncated: bool = False
     eof: asyncio.Future[None] | None = None
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        os.set_blocking(self.fd, False)
-        self.eof = loop.create_future()
-        loop.add_reader(self.fd, self._read, loop)
-
-    def _read(self, loop: asyncio.AbstractEventLoop) -> None:
+    def read(self) -> bool:
+        """Take what the pipe holds; whether it is at its end."""
         try:
             chunk = os.read(self.fd, 1 << 16)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             chunk = b""
         if not chunk:
-            self.close(loop)
-            return
+            return True
         room = self.limit - len(self.data)
         if len(chunk) > room:
             self.truncated = True
             if self.on_overflow is not None:
                 self.on_overflow()
         self.data += chunk[: max(room, 0)]
+        return False
 
-    def close(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self.eof is not None and not self.eof.done():
-            loop.remove_reader(self.fd)
-            os.close(self.fd)
-            self.eof.set_result(None)
+
+class _Outputs:
+    """The pipes of every execution's output, behind one reader of the event loop.
+
+    An epoll of its own: a pipe costs a system call to watch and one to forget, without
+    the event loop's bookkeeping of a reader each.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.epoll = select.epoll()
+        self.captures: dict[int, _Capture] = {}
+        loop.add_reader(self.epoll.fileno(), self._ready)
+
+    def watch(self, capture: _Capture) -> None:
+        os.set_blocking(capture.fd, False)
+        capture.eof = self.loop.create_future()
+        self.epoll.register(capture.fd, select.EPOLLIN)
+        self.captures[capture.fd] = capture
+
+    def _ready(self) -> None:
+        for fd, _ in self.epoll.poll(0):
+            capture = self.captures.get(fd)
+            if capture is not None and capture.read():
+                self.close(capture)
+
+    def close(self, capture: _Capture) -> None:
+        """Stop watching ``capture`` and close its pipe (once)."""
+        if self.captures.get(capture.fd) is capture:
+            del self.captures[capture.fd]
+            self.epoll.unregister(capture.fd)
+            os.close(capture.fd)
+        if capture.eof is not None and not capture.eof.done():
+            capture.eof.set_result(None)
+
+    def shut(self) -> None:
+        for capture in list(self.captures.values()):
+            self.close(capture)
+        self.loop.remove_reader(self.epoll.fileno())
+        self.epoll.close()
 
 
 class _Done(NamedTuple):
@@ -163,6 +194,7 @@ class _Zygote:
         self._sock: socket.socket | None = None
         self._stderr: IO[bytes] | None = None
         self._workbase: str | None = None
+        self.outputs: _Outputs | None = None
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -190,7 +222,9 @@ class _Zygote:
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
                 pass_fds=[theirs.fileno()],
-                env=SAFE_ENV,
+                # Symbols bound once in the zygote: lazy binding would redo it (and copy the
+                # pages it writes) in every forked child. Children get `SAFE_ENV` alone.
+                env={**SAFE_ENV, "LD_BIND_NOW": "1"},
                 start_new_session=True,
             )
         finally:
@@ -208,6 +242,7 @@ class _Zygote:
             raise SandboxError(f"the sandbox could not start: {detail}")
         self.alive = True
         loop.add_reader(ours.fileno(), self._on_message)
+        self.outputs = _Outputs(loop)
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
@@ -262,6 +297,9 @@ class _Zygote:
         self._pending.clear()
 
     async def close(self) -> None:
+        if self.outputs is not None:
+            self.outputs.shut()
+            self.outputs = None
         if self._sock is not None:
             if self.alive:
                 asyncio.get_running_loop().remove_reader(self._sock.fileno())
@@ -435,8 +473,10 @@ class Sandbox:
         finally:
             for fd in child_fds:
                 os.close(fd)
+        outputs = zygote.outputs
+        assert outputs is not None  # a zygote that started
         for capture in captures:
-            capture.start(loop)
+            outputs.watch(capture)
         inputs = [reporter] if mode == "code" else [candidate or b"", reporter]
         # Payloads that fit in the pipe are written at once; a task feeds the rest.
         writers = [
@@ -463,7 +503,7 @@ class Sandbox:
             for writer in writers:
                 writer.cancel()
             for capture in captures:
-                capture.close(loop)
+                outputs.close(capture)
         raw.exit_code, raw.signal = done.exit, done.signal
         raw.cpu_limit_hit = done.cpu_s >= limits.cpu_s
         raw.killed_by_cleanup = done.killed and raw.killed_for is None
@@ -518,12 +558,12 @@ def _parse_report(raw: _Raw) -> _Report | None:
     if raw.report_overflow or b"\n" not in raw.report:
         return None
     mac, body = raw.report.split(b"\n", 1)
-    expected = hmac.new(raw.key, body, "sha256").hexdigest().encode()
+    expected = hmac.digest(raw.key, body, "sha256").hex().encode()
     if not hmac.compare_digest(mac, expected):
         return None
     try:
-        return _Report.model_validate(json.loads(body))
-    except (ValueError, ValidationError):
+        return _Report.model_validate_json(body)
+    except ValidationError:
         return None
 
 
