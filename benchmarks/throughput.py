@@ -6,7 +6,9 @@ turn each, then one sandboxed test run) is timed from start to exit, and compare
 ideal bound P / (latency × turns per episode). A finite run of N episodes cannot beat
 N / (ceil(N / P) × latency × turns) either (the last round is partly empty): both ratios
 are printed. The last rows are the same work one request at a time (as the original
-scripts did), and peak RSS for 200 and 2000 episodes.
+scripts did), then model turns alone (the backend's chat requests, each answer parsed with
+its logprobs, no sandbox and no trace: "CPU ms/turn" of a multi-turn mode's turn), and peak
+RSS for 200 and 2000 episodes.
 
     python benchmarks/throughput.py                  # the README table (a few minutes)
     python benchmarks/throughput.py --quick          # fewer episodes, for a smoke check
@@ -68,6 +70,34 @@ def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     progress (start-up is `cli_startup.py`'s to measure)."""
     _run(url, 8, concurrency)
     return _run(url, episodes, concurrency)
+
+
+def turns_case(url: str, requests: int, concurrency: int) -> dict[str, float]:
+    """``requests`` chat requests through the Ollama backend, at most ``concurrency`` at once,
+    after a warm-up; tracegen's CPU per request."""
+    import asyncio
+
+    from tracegen.llm.base import ChatRequest
+    from tracegen.llm.ollama import OllamaBackend
+    from tracegen.schema import ChatMessage
+
+    async def main() -> dict[str, float]:
+        backend = OllamaBackend(url, "test-model")
+        ask = ChatRequest(messages=[ChatMessage(role="user", content="Write add(a, b).")])
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with gate:
+                await backend.chat(ask)
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))
+        cpu, started = _cpu()[0], time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(requests)))
+        seconds, cpu = time.perf_counter() - started, _cpu()[0] - cpu
+        await backend.aclose()
+        return {"seconds": seconds, "cpu_ms_turn": 1000 * cpu / requests}
+
+    return asyncio.run(main())
 
 
 def _run(url: str, episodes: int, concurrency: int) -> dict[str, float]:
@@ -134,9 +164,11 @@ def _case(
     latency: float,
     concurrency: int,
     src: Path | None = None,
+    worker: str = "--case",
 ) -> dict[str, float]:
     """Serve from this process; run tracegen in a child, so its peak RSS is its own.
-    ``src`` runs another checkout's ``src`` (the previous release) instead of this one."""
+    ``src`` runs another checkout's ``src`` (the previous release) instead of this one;
+    ``worker`` is what the child runs (``--case``: a run, ``--turns``: model turns alone)."""
     from tests.support.fake_ollama import FakeOllama
     from tests.support.fake_openai import FakeOpenAI
 
@@ -151,7 +183,7 @@ def _case(
     with server:
         server.set_responder(lambda path, body: ANSWER)
         url = server.api if isinstance(server, FakeOpenAI) else server.url
-        cmd = [sys.executable, __file__, "--case", url, str(episodes), str(concurrency)]
+        cmd = [sys.executable, __file__, worker, url, str(episodes), str(concurrency)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise SystemExit(f"case P={parallel} N={episodes} failed:\n{out.stderr}")
@@ -176,11 +208,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes")
     parser.add_argument("--case", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
+    parser.add_argument("--turns", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
     parser.add_argument("--server", choices=("ollama", "openai"), default="ollama")
     args = parser.parse_args()
     if args.case:
         url, n, c = args.case
         print(json.dumps(run_case(url, int(n), int(c))))
+        return
+    if args.turns:
+        url, n, c = args.turns
+        print(json.dumps(turns_case(url, int(n), int(c))))
         return
 
     n = 40 if args.quick else 200
@@ -214,6 +251,14 @@ def main() -> None:
                 f"{bound:>7.2f} {rate / bound:>6.2f} {finite:>7.2f} {rate / finite:>6.2f} "
                 f"{r['cpu_ms_turn']:>11.2f} {r['sandbox_cpu_ms']:>10.2f} {r['rss_mb']:>7.1f}"
             )
+    print()
+    print("model turns alone (Ollama backend, P=128, latency 0.2 s, 132 in flight)")
+    print(f"{'code':<9} {'turns':>6} {'turns/s':>8} {'CPU ms/turn':>11}")
+    for code, src in (("this", None), (PREVIOUS_RELEASE, previous)):
+        if args.server != "ollama" or (code != "this" and src is None):
+            continue
+        r = _case("ollama", 128, 4 * n, 0.2, 132, src, worker="--turns")
+        print(f"{code:<9} {4 * n:>6} {4 * n / r['seconds']:>8.1f} {r['cpu_ms_turn']:>11.2f}")
     print()
     print(f"{'episodes':>8} {'seconds':>8} {'traces/s':>9} {'peak RSS MB':>12}")
     for episodes in (200, 400 if args.quick else 2000):
