@@ -446,7 +446,7 @@ CASES = [
         "convert: logprob bytes that are not bytes",
         "convert {bad_bytes} --chat-format --keep-logprobs -o {fresh}",
         2,
-        r"{bad_bytes}:1: .*bytes.0: .*less than or equal to 255",
+        r"{bad_bytes}:1: .*tokens: \[0\]\.bytes\[0\]: expected `int` <= 255",
     ),
     Case(
         "convert: tool-call arguments nested 300 deep",
