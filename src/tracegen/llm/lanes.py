@@ -58,8 +58,8 @@ class Wire(Protocol):
     async def request(
         self, method: str, path: str, headers: dict[str, str], body: bytes | None
     ) -> Answer:
-        """``path`` (below the server's URL, or a whole URL on the same server) asked with
-        ``headers`` beside the wire's own, answered whole."""
+        """``path`` (below the server's URL) asked with ``headers`` beside the wire's own,
+        answered whole."""
         ...
 
     async def aclose(self) -> None: ...
@@ -123,7 +123,7 @@ class Lanes:
             raise ValueError("not an http:// or https:// URL with a host")
         self._host = parts.hostname
         self._port = parts.port or (443 if self._tls else 80)
-        self._prefix = parts.path.rstrip("/")
+        self._prefix = parts.path.rstrip("/").encode()
         fields = {
             "Host": parts.netloc.rpartition("@")[2],
             "Accept": "*/*",
@@ -151,12 +151,7 @@ class Lanes:
     async def request(
         self, method: str, path: str, headers: dict[str, str], body: bytes | None
     ) -> Answer:
-        if path.startswith(("http://", "https://")):  # a URL on this server, as httpx takes
-            parts = urlsplit(path)
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        else:
-            target = self._prefix + path
-        head = [b"%s %s HTTP/1.1\r\n" % (method.encode(), target.encode())]
+        head = [b"%s %s%s HTTP/1.1\r\n" % (method.encode(), self._prefix, path.encode())]
         head.append(self._fields)
         head += [f"{k}: {v}\r\n".encode() for k, v in headers.items()]
         if body is not None:

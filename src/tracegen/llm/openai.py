@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from tracegen.config import redact_url
 from tracegen.errors import (
     AuthError,
     BackendError,
@@ -84,9 +85,11 @@ class OpenAIBackend(HttpBackend):
     key_variable: ClassVar[str] = "OPENAI_API_KEY"
 
     def __init__(self, host: str, model: str, **kw: Any) -> None:
-        super().__init__(host, model, **kw)
-        self._root = self.host.removesuffix("/v1")
-        self._api = f"{self._root}/v1"
+        # Requests go below the server's root (``/v1/…`` and llama.cpp's own ``/tokenize``…);
+        # messages and traces name the host as given.
+        super().__init__(host.rstrip("/").removesuffix("/v1"), model, **kw)
+        self.host = redact_url(host.rstrip("/"))
+        self._api = "/v1"
         self._flavor: Flavor | None = FLAVORS.get(self.server.kind) if self.server else None
         self._identified = asyncio.Lock()
 
@@ -150,7 +153,7 @@ class OpenAIBackend(HttpBackend):
         for flavor in FLAVORS.values():
             for path in flavor.probes:
                 try:
-                    data = await self.request_json("GET", self._root + path, None, None)
+                    data = await self.request_json("GET", path, None, None)
                 except (BackendUnavailable, BackendTimeout, AuthError):
                     raise
                 except BackendError:
@@ -249,7 +252,7 @@ class OpenAIBackend(HttpBackend):
     async def _native(self, request: ChatRequest, *, check_open: bool) -> Completion:
         """Render, tokenize and generate from token ids (see the module docstring)."""
         rendered = await self.post_json(
-            f"{self._root}/apply-template", {"messages": openai_messages(request.messages)}
+            "/apply-template", {"messages": openai_messages(request.messages)}
         )
         prompt = rendered.get("prompt")
         if not isinstance(prompt, str):
@@ -259,9 +262,7 @@ class OpenAIBackend(HttpBackend):
                 f"{self.host} closed the assistant message instead of continuing it: "
                 "start llama-server without --no-prefill-assistant"
             )
-        tokens = await self.post_json(
-            f"{self._root}/tokenize", {"content": prompt, "add_special": True}
-        )
+        tokens = await self.post_json("/tokenize", {"content": prompt, "add_special": True})
         ids = _ids(tokens.get("tokens"), self.host)
         if ids is None:
             raise ProtocolError(f"{self.host} sent no token ids from /tokenize")
@@ -276,7 +277,7 @@ class OpenAIBackend(HttpBackend):
             body["n_probs"] = max(1, request.top_logprobs)
         if o.grammar is not None:
             body.update(self._grammar_fields(await self._flavor_known(), o.grammar))
-        url = f"{self._root}/completion"
+        url = "/completion"
 
         async def once() -> Completion:
             data = await self._generate(url, body)
