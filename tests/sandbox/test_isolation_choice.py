@@ -89,3 +89,18 @@ def test_run_names_the_isolation_layers_in_its_first_line(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     output = done.stdout + done.stderr
     assert "sandbox builtin: " in output and "landlock ABI" in output, output
+
+
+def test_the_sandbox_interpreter_gets_its_modules_compiled_on_stdin_not_in_argv() -> None:
+    """The interpreter keeps wide-character copies of its arguments: sources there cost
+    every fork of the zygote megabytes of page tables to copy and tear down."""
+    import marshal
+
+    from tracegen.sandbox.isolation import SOURCES, sandbox_command
+
+    command = sandbox_command("tracegen.sandbox._zygote.main", config={})
+    assert sum(len(arg) for arg in command.argv) < 4096
+    modules = marshal.loads(command.modules)
+    assert [name for name, _ in modules] == [f"tracegen.sandbox.{s}" for s in SOURCES]
+    with command.stdin() as stdin:
+        assert stdin.read() == command.modules

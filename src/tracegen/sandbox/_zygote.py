@@ -41,7 +41,6 @@ from tracegen.sandbox import _confine, _harness
 PRELOAD = [
     "bisect",
     "collections",
-    "dataclasses",
     "decimal",
     "fractions",
     "functools",

@@ -213,20 +213,21 @@ class _Zygote:
             "remap_prefix": self.isolation != "bwrap" and self.root and prefix_hidden_from_others(),
             "confine": builtin_layers().zygote_config() if self.isolation == "builtin" else {},
         }
-        cmd = [*prefix, *sandbox_command("tracegen.sandbox._zygote.main", config=config)]
+        command = sandbox_command("tracegen.sandbox._zygote.main", config=config)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         try:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=self._stderr,
-                pass_fds=[theirs.fileno()],
-                # Symbols bound once in the zygote: lazy binding would redo it (and copy the
-                # pages it writes) in every forked child. Children get `SAFE_ENV` alone.
-                env={**SAFE_ENV, "LD_BIND_NOW": "1"},
-                start_new_session=True,
-            )
+            with command.stdin() as stdin:
+                self._proc = subprocess.Popen(
+                    [*prefix, *command.argv],
+                    stdin=stdin,
+                    stdout=subprocess.DEVNULL,
+                    stderr=self._stderr,
+                    pass_fds=[theirs.fileno()],
+                    # Symbols bound once in the zygote: lazy binding would redo it (and copy the
+                    # pages it writes) in every forked child. Children get `SAFE_ENV` alone.
+                    env={**SAFE_ENV, "LD_BIND_NOW": "1"},
+                    start_new_session=True,
+                )
         finally:
             theirs.close()
         ours.setblocking(False)

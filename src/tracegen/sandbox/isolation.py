@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 import json
+import marshal
 import os
 import platform
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tracegen.errors import SandboxError
 from tracegen.sandbox.base import IsolationChoice, IsolationInfo
@@ -25,17 +27,24 @@ last slot is the judges': they never share a uid with the code they judge."""
 _free_slots = list(range(UIDS_PER_PROCESS - 2, -1, -1))
 CHOICES = ("auto", "bwrap", "builtin", "rlimit")
 SOURCES = ("_confine", "_wire", "_harness", "_zygote")
-"""The modules sent as source to ``python -I -S``, each importing only those before it."""
+"""The modules sent compiled to ``python -I -S``, each importing only those before it."""
 _BOOT = """\
-import json, sys
+import json, marshal, os, sys
 for name in ("tracegen", "tracegen.sandbox"):
     sys.modules[name] = package = type(sys)(name)
     package.__path__ = []
-for name, source in zip(sys.argv[2::2], sys.argv[3::2]):
+chunks = []
+while chunk := os.read(0, 1 << 20):
+    chunks.append(chunk)
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+os.close(null)
+for name, code in marshal.loads(b"".join(chunks)):
     sys.modules[name] = module = type(sys)(name)
-    exec(compile(source, "<" + name + ">", "exec"), module.__dict__)
+    exec(code, module.__dict__)
     parent, _, child = name.rpartition(".")
     setattr(sys.modules[parent], child, module)
+del chunks, chunk, name, code, module, package, parent, child, null
 config = json.loads(sys.argv[1])
 result = getattr(sys.modules[config["module"]], config["function"])(**config["kwargs"])
 if result is not None:
@@ -169,16 +178,42 @@ def read_only_paths() -> list[str]:
     return [*SYSTEM_DIRS, *_python_dirs()]
 
 
-def sandbox_command(function: str, **kwargs: Any) -> list[str]:
-    """``python -I -S`` running ``tracegen.sandbox.FUNCTION(**kwargs)`` from source, with the
-    modules of `SOURCES` up to the function's own."""
+@dataclass(frozen=True)
+class SandboxCommand:
+    """How to start ``python -I -S`` running one of the sandbox's functions."""
+
+    argv: list[str]
+    modules: bytes
+    """For its standard input: the modules it runs, compiled and marshalled. Not in ``argv``:
+    the interpreter keeps several wide-character copies of its arguments, megabytes that
+    every fork of the zygote would copy page table by page table."""
+
+    def stdin(self) -> IO[bytes]:
+        """A file holding `modules`, to hand to the process as its standard input."""
+        file = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it)
+        file.write(self.modules)
+        file.seek(0)
+        return file
+
+
+@functools.cache
+def _compiled(count: int) -> bytes:
+    here = Path(__file__).parent
+    codes = []
+    for source in SOURCES[:count]:
+        name = f"tracegen.sandbox.{source}"
+        text = (here / f"{source}.py").read_text("utf-8")
+        codes.append((name, compile(text, f"<{name}>", "exec", dont_inherit=True)))
+    return marshal.dumps(codes)
+
+
+def sandbox_command(function: str, **kwargs: Any) -> SandboxCommand:
+    """``python -I -S`` running ``tracegen.sandbox.FUNCTION(**kwargs)``, with the modules of
+    `SOURCES` up to the function's own (the same interpreter, so its bytecode is theirs)."""
     module, _, name = function.rpartition(".")
     config = json.dumps({"module": module, "function": name, "kwargs": kwargs})
-    cmd = [python_executable(), "-I", "-S", "-c", _BOOT, config]
-    here = Path(__file__).parent
-    for source in SOURCES[: SOURCES.index(module.rpartition(".")[2]) + 1]:
-        cmd += [f"tracegen.sandbox.{source}", (here / f"{source}.py").read_text("utf-8")]
-    return cmd
+    count = SOURCES.index(module.rpartition(".")[2]) + 1
+    return SandboxCommand([python_executable(), "-I", "-S", "-c", _BOOT, config], _compiled(count))
 
 
 @dataclass(frozen=True)
@@ -221,9 +256,11 @@ def builtin_layers() -> BuiltinLayers:
     """Try the built-in isolation once, in a throwaway interpreter (about 20 ms)."""
     if platform.system() != "Linux":
         return BuiltinLayers(problems=[f"{platform.system()} has no Linux namespaces or Landlock"])
-    cmd = sandbox_command("tracegen.sandbox._confine.probe", user=not running_as_root())
+    command = sandbox_command("tracegen.sandbox._confine.probe", user=not running_as_root())
     try:
-        done = subprocess.run(cmd, env=SAFE_ENV, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            command.argv, input=command.modules, env=SAFE_ENV, capture_output=True, timeout=30
+        )
         found = json.loads(done.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError) as e:
         return BuiltinLayers(problems=[f"the isolation probe failed: {e}"])
