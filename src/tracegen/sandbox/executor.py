@@ -216,27 +216,29 @@ class _Zygote:
         command = sandbox_command("tracegen.sandbox._zygote.main", config=config)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         try:
-            with command.stdin() as stdin:
-                self._proc = subprocess.Popen(
-                    [*prefix, *command.argv],
-                    stdin=stdin,
-                    stdout=subprocess.DEVNULL,
-                    stderr=self._stderr,
-                    pass_fds=[theirs.fileno()],
-                    # Symbols bound once in the zygote: lazy binding would redo it (and copy the
-                    # pages it writes) in every forked child. Children get `SAFE_ENV` alone.
-                    env={**SAFE_ENV, "LD_BIND_NOW": "1"},
-                    start_new_session=True,
-                )
+            self._proc = subprocess.Popen(
+                [*prefix, *command.argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                pass_fds=[theirs.fileno()],
+                # Symbols bound once in the zygote: lazy binding would redo it (and copy the
+                # pages it writes) in every forked child. Children get `SAFE_ENV` alone.
+                env={**SAFE_ENV, "LD_BIND_NOW": "1"},
+                start_new_session=True,
+            )
         finally:
             theirs.close()
         ours.setblocking(False)
         self._sock = ours
         loop = asyncio.get_running_loop()
+        assert self._proc.stdin is not None
+        feeding = asyncio.ensure_future(asyncio.to_thread(_feed, self._proc.stdin, command.modules))
         try:
             ready = await asyncio.wait_for(loop.sock_recv(ours, 1 << 16), _START_TIMEOUT_S)
         except TimeoutError:
             ready = b""
+        await feeding
         if not ready:
             detail = self._stderr_tail()
             await self.close()
@@ -320,6 +322,13 @@ class _Zygote:
         if self._workbase is not None:
             await asyncio.to_thread(_remove_tree, self._workbase)
             self._workbase = None
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write ``data`` to a process's standard input and close it (a thread's job: more than
+    a pipe holds, read only once the interpreter has started)."""
+    with contextlib.suppress(OSError), pipe:  # it died first: its stderr says why
+        pipe.write(data)
 
 
 def _remove_tree(path: str) -> None:

@@ -11,10 +11,9 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tracegen.errors import SandboxError
 from tracegen.sandbox.base import IsolationChoice, IsolationInfo
@@ -187,13 +186,6 @@ class SandboxCommand:
     """For its standard input: the modules it runs, compiled and marshalled. Not in ``argv``:
     the interpreter keeps several wide-character copies of its arguments, megabytes that
     every fork of the zygote would copy page table by page table."""
-
-    def stdin(self) -> IO[bytes]:
-        """A file holding `modules`, to hand to the process as its standard input."""
-        file = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it)
-        file.write(self.modules)
-        file.seek(0)
-        return file
 
 
 @functools.cache
