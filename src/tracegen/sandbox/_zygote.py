@@ -66,6 +66,9 @@ _PR_SET_CHILD_SUBREAPER = 36
 _MB = 1024 * 1024
 _FD = struct.Struct("i")
 _FDS4 = struct.Struct("4i")
+_FORK = struct.Struct("=cQIB")  # b"f", run id, uid, tests?
+_END = struct.Struct("=ci")  # b"e", pid
+_EXIT = struct.Struct("=iidB")  # pid, wait status, CPU seconds, killed by tracegen?
 _SIGCHLD = int(signal.SIGCHLD)
 _signal = importlib.import_module("_signal")  # `signal.signal` without its enum wrapping
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -191,6 +194,12 @@ def _high_fd(fd: int) -> int:
     return high
 
 
+def _gaps(keep: set[int]) -> list[tuple[int, int]]:
+    """The ``closerange`` arguments that close every descriptor but ``keep``."""
+    ends = sorted(keep)
+    return [(low + 1, high) for low, high in zip(ends, [*ends[1:], 1 << 20], strict=True)]
+
+
 # ------------------------------------------------------------------ confinement
 
 
@@ -288,6 +297,19 @@ class Zygote:
         os.environ.update(HOME="/", TMPDIR="/", PWD="/")
         self.putenv, self.environ = os.putenv, getattr(os.environ, "_data", {})
         self.keep = {self.prefix_fd, *self.confined_fds} - {-1}
+        self.parent_pid = os.getpid()  # of the children forked next (see `_child`)
+        self.gaps = {count: _gaps({*range(count), *self.keep}) for count in (4, 5)}
+        limits, mb = self.limits, _MB
+        judge_rlimits = [
+            (resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2),
+            (resource.RLIMIT_FSIZE, (limits["file_size_mb"] * mb,) * 2),
+            (resource.RLIMIT_NPROC, (limits["processes"],) * 2),
+            (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
+            (resource.RLIMIT_CORE, (0, 0)),
+        ]
+        # A judge lives across executions: the wall-clock timeout bounds it, not its CPU.
+        cpu = (resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))
+        self.rlimits = {True: judge_rlimits, False: [*judge_rlimits, cpu]}
         # Orphans of an execution become our children, so they are reaped, not left as zombies
         # that keep counting against the slot's process limit.
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -307,6 +329,33 @@ class Zygote:
         self.prober: dict[str, Any] | None = None
         self.emptying: dict[int, int] = {}
         self.deadline: float | None = None
+
+    def start_forker(self) -> None:
+        """Fork the process that forks every execution's process (see `Forker`)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        exits_r, exits_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                os.close(exits_r)
+                Forker(self, theirs, exits_w).serve()
+            finally:
+                os._exit(70)
+        theirs.close()
+        os.close(exits_w)
+        self.forker, self.forker_pid, self.exits = ours, pid, exits_r
+        self._watch(exits_r, self._on_exits)
+
+    def _on_exits(self) -> None:
+        """Records from the forker: an execution's process has ended (and was reaped)."""
+        data = os.read(self.exits, 4096 - 4096 % _EXIT.size)
+        if not data:
+            raise SystemExit("the sandbox's forker died")
+        for pid, status, cpu_s, killed in _EXIT.iter_unpack(data):
+            run = self.by_pid.pop(pid, None)
+            if run is not None:
+                self._on_exit(run, status, cpu_s, bool(killed))
 
     def _watch(self, fd: int, handler: Callable[[], None]) -> None:
         self.epoll.register(fd, select.EPOLLIN)
@@ -354,9 +403,7 @@ class Zygote:
             if info is None:
                 return
             pid = info.si_pid
-            if pid in self.by_pid:
-                self._on_exit(self.by_pid[pid])
-            elif pid in self.judges:
+            if pid in self.judges:
                 self._on_judge_exit(self.judges[pid])
             elif self.prober is not None and pid == self.prober["pid"]:
                 self._on_prober_exit()
@@ -412,10 +459,9 @@ class Zygote:
             child_fds = [fds[0], fds[1], fds[2], answers_w, calls_r]
             judge_fds = [fds[3], fds[4], calls_w, answers_r]
             run.judge = self._take_judge()
-            role: Callable[[], int] = _harness.serve_candidate
         else:
-            child_fds, judge_fds, role = fds, [], _harness.script
-        run.pid = self._fork(child_fds, uid, run.workdir, role)
+            child_fds, judge_fds = fds, []
+        run.pid = self._fork(run_id, uid, tests, child_fds)
         for fd in child_fds:
             os.close(fd)
         self.runs[run_id] = run
@@ -433,38 +479,33 @@ class Zygote:
             for fd in judge_fds:
                 os.close(fd)
 
-    def _fork(self, fds: list[int], uid: int, workdir: str, role: Any) -> int:
-        pid = os.fork()
-        if pid == 0:
-            code = 70
-            try:
-                self._child(fds, uid, workdir, judge=False)
-                code = role()
-            finally:
-                os._exit(code)
+    def _fork(self, run_id: int, uid: int, tests: bool, fds: list[int]) -> int:
+        """The pid of the execution's process, forked by the forker."""
+        try:
+            self.forker.sendmsg(
+                [_FORK.pack(b"f", run_id, uid, tests)],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))],
+            )
+            reply = self.forker.recv(_FD.size)
+        except OSError:
+            reply = b""
+        if len(reply) != _FD.size:
+            raise SystemExit("the sandbox's forker died")
+        pid: int = _FD.unpack(reply)[0]
         return pid
 
     def _child(self, fds: list[int], uid: int, workdir: str, *, judge: bool) -> None:
         # Everything a child runs before the generated code is a system call or close to one:
         # each page of the zygote it touches costs a copy (measured: ~5 us per page here).
         os.setsid()
-        for target, fd in enumerate([fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]):
+        if min(fds) < len(fds):  # a target would be overwritten before it is read
+            fds = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+        for target, fd in enumerate(fds):
             os.dup2(fd, target)
-        keep = sorted({*range(len(fds)), *self.keep})
-        for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
-            os.closerange(low + 1, high)
-        mb, limits = _MB, self.limits
-        rlimits = [
-            (resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
-            (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
-            (resource.RLIMIT_NPROC, limits["processes"], limits["processes"]),
-            (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
-            (resource.RLIMIT_CORE, 0, 0),
-        ]
-        if not judge:  # a judge lives across executions; the wall-clock timeout bounds it
-            rlimits.append((resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1))
-        for name, soft, hard in rlimits:
-            resource.setrlimit(name, (soft, hard))
+        for low, high in self.gaps[len(fds)]:
+            os.closerange(low, high)
+        for name, limit in self.rlimits[judge]:
+            resource.setrlimit(name, limit)
         os.chdir(workdir)
         if self.drop:
             os.setgroups([])
@@ -483,7 +524,7 @@ class Zygote:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if judge:
             _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-        if os.getppid() == 1:
+        if os.getppid() != self.parent_pid:  # it died before PR_SET_PDEATHSIG took
             os._exit(70)
         signal.set_wakeup_fd(-1)
         _signal.signal(_SIGCHLD, _signal.SIG_DFL)  # SIGXFSZ and SIGINT: set in `main`
@@ -554,10 +595,9 @@ class Zygote:
             return
         run.judge_state = state
         if run.status is None:
-            with contextlib.suppress(ChildProcessError):
-                ended = os.waitid(os.P_PID, run.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                run.killed = ended is None  # else its own end is waiting to be reaped
-            self._kill_group(run.pid)
+            # The forker kills what is left; its exit record says whether it was still running.
+            with contextlib.suppress(OSError):
+                self.forker.send(_END.pack(b"e", run.pid))
         else:
             self._cleanup(run)
 
@@ -577,11 +617,9 @@ class Zygote:
 
     # ---------------------------------------------------------------- ending executions
 
-    def _on_exit(self, run: _Run) -> None:
-        _, status, usage = os.wait4(run.pid, 0)
-        del self.by_pid[run.pid]
-        run.status = status
-        run.cpu_s = usage.ru_utime + usage.ru_stime
+    def _on_exit(self, run: _Run, status: int, cpu_s: float, killed: bool) -> None:
+        run.status, run.cpu_s = status, cpu_s
+        run.killed = run.killed or killed
         if run.judge is None or run.judge_state != "busy":
             self._cleanup(run)
 
@@ -667,6 +705,94 @@ class Zygote:
             self.sock.send(done.encode())
 
 
+class Forker:
+    """The process that forks every execution's process, in a loop that writes few pages.
+
+    After each fork, every page of the forking process that it writes while the child
+    lives is copied, and the child copies every page it writes: the zygote's bookkeeping
+    (judges, the prober, reports) would cost each execution a hundred copies more, so it
+    happens in the zygote, which forks only judges and the prober. The forker is the
+    children's parent and subreaper: it reaps them, and their orphans, and sends the
+    zygote a record of each end. Forked from the warm zygote, it dies with it.
+    """
+
+    def __init__(self, zygote: Zygote, requests: socket.socket, exits: int) -> None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != zygote.parent_pid:
+            os._exit(70)
+        self.zygote, self.requests, self.exits = zygote, requests, exits
+        zygote.parent_pid = os.getpid()
+        keep = sorted({0, 1, 2, requests.fileno(), exits, zygote.devnull, *zygote.keep})
+        for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
+            os.closerange(low + 1, high)
+        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        self.live: dict[int, bool] = {}  # pid -> killed by tracegen
+        self.ancillary = socket.CMSG_SPACE(8 * _FD.size)
+
+    def serve(self) -> None:
+        poll = select.poll()
+        poll.register(self.requests.fileno(), select.POLLIN)
+        poll.register(self.wake_r, select.POLLIN)
+        requests = self.requests.fileno()
+        while True:
+            for fd, _ in poll.poll():
+                if fd == requests:
+                    self._on_request()
+                else:
+                    self._reap()
+
+    def _on_request(self) -> None:
+        data, ancillary, _, _ = self.requests.recvmsg(64, self.ancillary)
+        fds: list[int] = []
+        for _, _, payload in ancillary:
+            fds += memoryview(payload)[: len(payload) - len(payload) % _FD.size].cast("i")
+        if not data:
+            os._exit(0)
+        if data[:1] == b"e":
+            self._end(_END.unpack(data)[1])
+            return
+        _, run_id, uid, tests = _FORK.unpack(data)
+        zygote = self.zygote
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                zygote._child(fds, uid, f"{zygote.workbase}/run-{run_id}", judge=False)
+                code = _harness.serve_candidate() if tests else _harness.script()
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        self.live[pid] = False
+        self.requests.send(_FD.pack(pid))
+
+    def _end(self, pid: int) -> None:
+        """The judge is done: kill what is left of the execution, noting if it still ran."""
+        if pid in self.live:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                    self.live[pid] = True
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
+    def _reap(self) -> None:
+        with contextlib.suppress(OSError):
+            os.read(self.wake_r, 4096)
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            killed = self.live.pop(pid, None)
+            if killed is not None:  # else an orphan of an execution
+                cpu_s = usage.ru_utime + usage.ru_stime
+                os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed))
+
+
 def _serve_judge(sock: socket.socket) -> None:
     """A judge's life: one execution per message from the zygote, until it hangs up."""
     while True:
@@ -705,4 +831,5 @@ def main(config: dict[str, Any]) -> None:
     _harness.warm_up()
     gc.collect()
     gc.freeze()  # children inherit these objects without the collector touching their pages
+    zygote.start_forker()
     zygote.serve()
