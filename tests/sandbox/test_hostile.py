@@ -64,6 +64,21 @@ async def test_grandchild_that_left_the_session_is_killed(sandbox: Sandbox) -> N
     assert sandbox_processes(judges=False) == []
 
 
+async def test_processes_left_under_a_subreaper_of_the_code_are_killed(sandbox: Sandbox) -> None:
+    """The code makes itself the subreaper of what it leaves behind, then exits: those
+    processes are then reparented past it, and must be found and killed all the same."""
+    code = (
+        "import ctypes, os, time\nctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n"
+        "if os.fork() == 0:\n    if os.fork() == 0:\n        os.setsid()\n"
+        "        while True:\n            time.sleep(60)\n    os._exit(0)\n"
+        "os.wait()\nprint('left behind')\n"
+    )
+    for _ in range(2):
+        result = await sandbox.run_code(code)
+        assert (result.status, result.stdout) == ("ok", "left behind\n")
+        assert sandbox_processes(judges=False) == []
+
+
 async def test_process_fighting_the_cleanup_is_killed(sandbox: Sandbox) -> None:
     code = (
         "import os, signal\nmain = os.getpid()\nif os.fork() == 0:\n    os.setsid()\n"

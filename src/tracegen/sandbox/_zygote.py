@@ -68,10 +68,16 @@ _FD = struct.Struct("i")
 _FDS4 = struct.Struct("4i")
 _FORK = struct.Struct("=cQIB")  # b"f", run id, uid, tests?
 _END = struct.Struct("=ci")  # b"e", pid
-_EXIT = struct.Struct("=iidB")  # pid, wait status, CPU seconds, killed by tracegen?
+_EXIT = struct.Struct("=iidBB")  # pid, wait status, CPU seconds, killed by tracegen?, alone?
 _SIGCHLD = int(signal.SIGCHLD)
 _signal = importlib.import_module("_signal")  # `signal.signal` without its enum wrapping
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _on_signal(*_: object) -> None:
+    """The SIGCHLD handler (its wake-up fd does the work). A function of the module, not a
+    lambda: every child replaces it, and the last reference to a lambda would free it there,
+    writing to the pages it and its parts lie on."""
 
 
 # ------------------------------------------------------------------ the uid cleanup helper
@@ -243,6 +249,7 @@ class _Run:
         "judge",
         "judge_state",
         "killed",
+        "left_nothing",
         "pid",
         "status",
         "uid",
@@ -255,6 +262,7 @@ class _Run:
         self.status: int | None = None
         self.cpu_s = 0.0
         self.killed = False
+        self.left_nothing = False  # no process of it was left when it ended
         self.judge: _Judge | None = None
         self.judge_state: str | None = None  # "busy", "done" or "died"
 
@@ -314,7 +322,7 @@ class Zygote:
         # that keep counting against the slot's process limit.
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGCHLD, _on_signal)
         signal.set_wakeup_fd(wake_w)
         self.epoll = select.epoll()
         self.handlers: dict[int, Callable[[], None]] = {}
@@ -352,9 +360,10 @@ class Zygote:
         data = os.read(self.exits, 4096 - 4096 % _EXIT.size)
         if not data:
             raise SystemExit("the sandbox's forker died")
-        for pid, status, cpu_s, killed in _EXIT.iter_unpack(data):
+        for pid, status, cpu_s, killed, alone in _EXIT.iter_unpack(data):
             run = self.by_pid.pop(pid, None)
             if run is not None:
+                run.left_nothing = bool(alone)
                 self._on_exit(run, status, cpu_s, bool(killed))
 
     def _watch(self, fd: int, handler: Callable[[], None]) -> None:
@@ -626,7 +635,7 @@ class Zygote:
     def _cleanup(self, run: _Run) -> None:
         """The execution is over: kill what is left of its uid (or group), then report it."""
         self._kill_group(run.pid)
-        if self.drop:
+        if self.drop and not run.left_nothing:
             self.emptying[run.uid] = run.id
             self._ask_prober(run.uid)
         else:
@@ -790,7 +799,27 @@ class Forker:
             killed = self.live.pop(pid, None)
             if killed is not None:  # else an orphan of an execution
                 cpu_s = usage.ru_utime + usage.ru_stime
-                os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed))
+                os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed, self._alone()))
+
+    def _alone(self) -> bool:
+        """Whether every child of the forker is a running execution's process.
+
+        Then nothing is left of the executions that ended: a process they leave behind is
+        reparented to the forker (their subreaper), or to a subreaper of theirs that is
+        itself left behind, before the execution's process can be reaped; and the zombie
+        of a process that exits stays a child until the forker reaps it. If this cannot
+        be read (a kernel without ``/proc/PID/task/TID/children``), nothing is assumed.
+        """
+        try:
+            fd = os.open("/proc/thread-self/children", os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            children = os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
+        live = self.live
+        return len(children) < 1 << 16 and all(int(pid) in live for pid in children.split())
 
 
 def _serve_judge(sock: socket.socket) -> None:
