@@ -170,3 +170,15 @@ def test_a_compressed_file_name_is_refused_before_anything_is_written(tmp_path, 
     with pytest.raises(ConfigError, match=rf"{name}: run writes plain JSONL"):
         open_files(*given[name])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_that_cannot_be_read_back_keeps_no_state_and_no_lock():
+    """``-o /dev/null`` (a benchmark, a dry run): no ``/dev/null.state`` is made, and two
+    such runs at once are not mistaken for the same run."""
+    devnull = Path("/dev/null")
+    assert state_path(devnull) == devnull
+    first, second = open_files(devnull), open_files(devnull)
+    first.record(trace("p"), "accepted")
+    first.close()
+    second.close()
+    assert not Path("/dev/null.state").exists()

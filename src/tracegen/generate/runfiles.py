@@ -63,6 +63,10 @@ class StateLine(Record):
 
 
 def state_path(output: Path) -> Path:
+    """``OUTPUT.state``; ``/dev/null`` for an output that cannot be read back (``-o
+    /dev/null``, a FIFO): such a run has nothing to resume, and no business in ``/dev``."""
+    if special_file(output):
+        return Path(os.devnull)
     return output.with_name(output.name + ".state")
 
 
@@ -201,6 +205,9 @@ class _RunLock:
     def __init__(self, state: Path, output: Path) -> None:
         self._path = state
         self._created = not state.exists()
+        self._fd = -1
+        if special_file(state):  # nothing to resume, nothing to guard: `state_path`
+            return
         try:
             state.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(state, os.O_RDWR | os.O_CREAT, 0o644)
