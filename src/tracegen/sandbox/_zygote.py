@@ -799,7 +799,8 @@ class Forker:
             killed = self.live.pop(pid, None)
             if killed is not None:  # else an orphan of an execution
                 cpu_s = usage.ru_utime + usage.ru_stime
-                os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed, self._alone()))
+                alone = self.zygote.drop and self._alone()  # only uids are ever probed
+                os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed, alone))
 
     def _alone(self) -> bool:
         """Whether every child of the forker is a running execution's process.
