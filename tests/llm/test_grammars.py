@@ -49,6 +49,17 @@ def test_inline_tools_calls_are_strict_json_with_escaped_code() -> None:
     assert accepts(INLINE_CONTINUE, f"\nit prints True.</think>\n<code>\n{CODE}</code>")
 
 
+@pytest.mark.parametrize("code", [r"print(\"<\")", r"x = a<\ny = 1", r"a <\u0041"])
+def test_a_tool_calls_code_may_hold_a_less_than_before_a_quote_or_an_escape(code: str) -> None:
+    call = '<tool_call>{"name": "python", "arguments": {"code": "' + code + '"}}</tool_call>'
+    assert accepts(INLINE_START, "<think>run it\n" + call)
+
+
+def test_a_tool_calls_code_may_not_hold_an_escaped_closing_tag() -> None:
+    call = r'<tool_call>{"name": "python", "arguments": {"code": "s = \"<\/x>\""}}</tool_call>'
+    assert not accepts(INLINE_START, "<think>run it\n" + call)
+
+
 @pytest.mark.parametrize("grammar", list(GRAMMARS.values()), ids=list(GRAMMARS))
 def test_every_grammar_has_gbnf_and_a_stable_hash(grammar: Grammar) -> None:
     assert grammar.gbnf.startswith("root ::= ")

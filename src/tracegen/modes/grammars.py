@@ -25,10 +25,19 @@ _LINE = rep(alt(chars("^<`\\n"), seq("<", chars("^/a-z`\\n"))), 0, LINE_CHARS)
 _PROSE = seq(ref("line"), rep(seq("\n", ref("line")), 0, PROSE_LINES - 1))
 _CODE_LINE = rep(alt(chars("^<`\\n"), seq("<", chars("^/`\\n"))), 0, LINE_CHARS)
 _CODE = seq(ref("code-line"), rep(seq("\n", ref("code-line")), 0, CODE_LINES - 1))
+_HEX4 = rep(chars("0-9a-fA-F"), 4, 4)
+
+
+def _escape(escaped: str) -> Expr:
+    return seq("\\", alt(chars(escaped), seq("u", _HEX4)))
+
+
 _JSON_CHAR = alt(
     chars(r'^"\\<\x00-\x1f'),
-    seq("<", chars(r'^/"\\\x00-\x1f')),  # so "</tool_call>" cannot end a call early
-    seq("\\", alt(chars(r'"\\/bfnrt'), seq("u", rep(chars("0-9a-fA-F"), 4, 4)))),
+    # "<" then a character other than "/" (or an escape other than "\/"), so "</tool_call>"
+    # cannot end a call early
+    seq("<", alt(chars(r'^/"\\\x00-\x1f'), _escape(r'"\\bfnrt'))),
+    _escape(r'"\\/bfnrt'),
 )
 _JSON_BLOCK = rep(_JSON_CHAR, JSON_BLOCK, JSON_BLOCK)
 # Two levels, as llama.cpp caps the size of one repetition; whole blocks then a shorter tail,
