@@ -41,3 +41,14 @@ def test_quiet_runs_print_no_retry_lines(cli, model, workspace, monkeypatch):
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     assert len(model.requests) >= 2
+
+
+async def test_the_rates_count_requests_and_executions_as_they_end_not_episodes():
+    """A long episode's tokens show in tok/s while it runs, not only once it is recorded."""
+    reporter = Reporter(RunStats(total=1), lambda: 1, display="plain", plain_every_s=0.01)
+    reporter.console = Console(file=io.StringIO(), width=200)
+    reporter.live = lambda: (5000, 20)
+    reporter.stats.started -= 10  # as if the run had been going for ten seconds
+    rates = re.search(r" (\d+) tok/s · (\d+\.\d) exec/s · ", reporter.status())
+    assert rates is not None
+    assert 450 <= int(rates[1]) <= 500 and 1.8 <= float(rates[2]) <= 2.0

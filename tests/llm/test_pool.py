@@ -45,6 +45,7 @@ async def test_requests_spread_over_hosts_up_to_the_per_host_limit():
     assert b.max_in_flight == 3
     assert sum(h.served for h in pool.hosts) == 12
     assert min(h.served for h in pool.hosts) >= 3
+    assert pool.completion_tokens == sum(c.completion_tokens for c in completions) > 0
 
 
 async def test_a_caller_keeps_to_the_host_that_served_it_when_loads_tie():

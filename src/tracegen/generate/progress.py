@@ -88,10 +88,10 @@ class _StatsLine:
         return self.reporter.status()
 
 
-def _status(s: RunStats, in_flight: int) -> str:
+def _status(s: RunStats, in_flight: int, tokens: int, executions: int) -> str:
     return (
         f"accepted {s.accepted} · success {s.rate(s.success)} · ideal {s.rate(s.ideal)} · "
-        f"{s.tokens / s.elapsed:.0f} tok/s · {s.executions / s.elapsed:.1f} exec/s · "
+        f"{tokens / s.elapsed:.0f} tok/s · {executions / s.elapsed:.1f} exec/s · "
         f"in flight {in_flight} · errors {s.failed} · retries {s.retries}"
     )
 
@@ -119,6 +119,10 @@ class Reporter:
         self._live: Live | None = None
         self.detail: Callable[[], str] | None = None
         """What the executor adds to the progress line (a cluster's actors), if anything."""
+        self.live: Callable[[], tuple[int, int]] | None = None
+        """Tokens generated and executions run so far, counted as each request and execution
+        ends, for the line's rates; without it, those of the episodes recorded so far (a
+        long episode would show nothing until it ends)."""
 
     @staticmethod
     def choose(quiet: bool) -> Display:
@@ -146,7 +150,9 @@ class Reporter:
 
     def status(self) -> str:
         """The live part of the progress line."""
-        line = _status(self.stats, self.in_flight())
+        s = self.stats
+        tokens, executions = self.live() if self.live is not None else (s.tokens, s.executions)
+        line = _status(s, self.in_flight(), tokens, executions)
         return f"{line} · {self.detail()}" if self.detail is not None else line
 
     def start(self) -> None:

@@ -24,6 +24,7 @@ class LocalScheduler(Executor):
         )
         await self.sandbox.__aenter__()
         self.runner = CountingRunner(self.sandbox)
+        self.reporter.live = lambda: (self.pool.completion_tokens, self.runner.executions)
         if self.sandbox.warning:
             self.reporter.warn(self.sandbox.warning)
         return f"sandbox {self.sandbox.summary}"
