@@ -255,3 +255,25 @@ def test_rlimit_mode_says_it_has_no_network_isolation() -> None:
     info = detect_isolation("rlimit")
     assert "no network" in info.detail
     assert not info.network_isolated and not info.filesystem_isolated
+
+
+@pytest.mark.parametrize("isolation_name", ["builtin", "rlimit"])
+async def test_the_cpu_time_of_executions_counts_in_tracegens_children(
+    isolation_name: str,
+) -> None:
+    """Once the sandbox is closed, what its executions used is in tracegen's
+    ``RUSAGE_CHILDREN``, as for any child process: accounting and benchmarks rely on it."""
+    import resource
+
+    from tests.support.sandboxes import LIMITS
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before = children_cpu()
+    async with Sandbox(isolation_name, limits=LIMITS) as box:
+        burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end:\n"
+        result = await box.run_code(burn + "    pass\n")
+    assert result.status == "ok", result.error
+    assert children_cpu() - before >= 0.3
