@@ -54,40 +54,32 @@ async def test_fork_bomb_is_contained_and_cleaned_up(sandbox: Sandbox) -> None:
     assert (await sandbox.run_code("print('still fine')")).stdout == "still fine\n"
 
 
-async def test_grandchild_that_left_the_session_is_killed(sandbox: Sandbox) -> None:
-    code = (
+LEFT_BEHIND = {
+    "a grandchild that left the session": (
         "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-        "        time.sleep(60)\n    os._exit(0)\nos.wait()\nprint('left behind')\n"
-    )
-    result = await sandbox.run_code(code)
-    assert (result.status, result.stdout) == ("ok", "left behind\n")
-    assert sandbox_processes(judges=False) == []
-
-
-async def test_processes_left_under_a_subreaper_of_the_code_are_killed(sandbox: Sandbox) -> None:
-    """The code makes itself the subreaper of what it leaves behind, then exits: those
-    processes are then reparented past it, and must be found and killed all the same."""
-    code = (
+        "        time.sleep(60)\n    os._exit(0)\nos.wait()\nprint('done')\n"
+    ),
+    # The code makes itself the subreaper of what it leaves behind, then exits: those
+    # processes are then reparented past it, and must be found and killed all the same.
+    "processes under a subreaper of the code": (
         "import ctypes, os, time\nctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n"
         "if os.fork() == 0:\n    if os.fork() == 0:\n        os.setsid()\n"
         "        while True:\n            time.sleep(60)\n    os._exit(0)\n"
-        "os.wait()\nprint('left behind')\n"
-    )
-    for _ in range(2):
-        result = await sandbox.run_code(code)
-        assert (result.status, result.stdout) == ("ok", "left behind\n")
-        assert sandbox_processes(judges=False) == []
-
-
-async def test_process_fighting_the_cleanup_is_killed(sandbox: Sandbox) -> None:
-    code = (
+        "os.wait()\nprint('done')\n"
+    ),
+    "a process fighting the cleanup": (
         "import os, signal\nmain = os.getpid()\nif os.fork() == 0:\n    os.setsid()\n"
         "    while os.getppid() == main:\n        pass\n    while True:\n"
         "        for sig in (signal.SIGSTOP, signal.SIGKILL):\n"
         "            try:\n                os.kill(-1, sig)\n            except OSError:\n"
         "                pass\n"
         "print('done')\n"
-    )
+    ),
+}
+
+
+@pytest.mark.parametrize("code", list(LEFT_BEHIND.values()), ids=list(LEFT_BEHIND))
+async def test_processes_left_behind_are_killed(sandbox: Sandbox, code: str) -> None:
     for _ in range(3):
         result = await sandbox.run_code(code)
         assert (result.status, result.stdout) == ("ok", "done\n")

@@ -65,7 +65,6 @@ _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _MB = 1024 * 1024
 _FD = struct.Struct("i")
-_FDS4 = struct.Struct("4i")
 _FORK = struct.Struct("=cQIB")  # b"f", run id, uid, tests?
 _END = struct.Struct("=ci")  # b"e", pid
 _EXIT = struct.Struct("=iidBB")  # pid, wait status, CPU seconds, killed by tracegen?, alone?
@@ -198,6 +197,19 @@ def _high_fd(fd: int) -> int:
     high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
     os.close(fd)
     return high
+
+
+def _passed_fds(fds: list[int]) -> tuple[int, int, bytes]:
+    """The ancillary item that passes ``fds`` over a unix socket."""
+    return socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds)
+
+
+def _received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
+    """The descriptors that came with a message (see `_passed_fds`)."""
+    fds: list[int] = []
+    for _, _, payload in ancillary:
+        fds += memoryview(payload)[: len(payload) - len(payload) % _FD.size].cast("i")
+    return fds
 
 
 def _gaps(keep: set[int]) -> list[tuple[int, int]]:
@@ -430,9 +442,7 @@ class Zygote:
             data, ancillary, _, _ = self.sock.recvmsg(256, self.ancillary)
         except OSError:
             data, ancillary = b"", []
-        fds: list[int] = []
-        for _, _, payload in ancillary:
-            fds += memoryview(payload)[: len(payload) - len(payload) % _FD.size].cast("i")
+        fds = _received_fds(ancillary)
         words = data.split()
         if not words:
             for fd in fds:
@@ -486,7 +496,7 @@ class Zygote:
             try:
                 run.judge.sock.sendmsg(
                     [b"%d" % run_id],
-                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _FDS4.pack(*judge_fds))],
+                    [_passed_fds(judge_fds)],
                 )
             except OSError:
                 self._on_judge_exit(run.judge)
@@ -498,7 +508,7 @@ class Zygote:
         try:
             self.forker.sendmsg(
                 [_FORK.pack(b"f", run_id, uid, tests)],
-                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))],
+                [_passed_fds(fds)],
             )
             reply = self.forker.recv(_FD.size)
         except OSError:
@@ -736,9 +746,8 @@ class Forker:
             os._exit(70)
         self.zygote, self.requests, self.exits = zygote, requests, exits
         zygote.parent_pid = os.getpid()
-        keep = sorted({0, 1, 2, requests.fileno(), exits, zygote.devnull, *zygote.keep})
-        for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
-            os.closerange(low + 1, high)
+        for low, high in _gaps({0, 1, 2, requests.fileno(), exits, zygote.devnull, *zygote.keep}):
+            os.closerange(low, high)
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
@@ -759,9 +768,7 @@ class Forker:
 
     def _on_request(self) -> None:
         data, ancillary, _, _ = self.requests.recvmsg(64, self.ancillary)
-        fds: list[int] = []
-        for _, _, payload in ancillary:
-            fds += memoryview(payload)[: len(payload) - len(payload) % _FD.size].cast("i")
+        fds = _received_fds(ancillary)
         if not data:
             os._exit(0)
         if data[:1] == b"e":
