@@ -14,27 +14,8 @@ from tests.support.backends import GENERATION_PATHS
 from tests.support.fake_model import END_OF_TURN, Reply
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAI, grammar_sent
-from tests.support.runs import IDEAL, read, solver
+from tests.support.runs import IDEAL, inline_solver, read, solver
 from tracegen.modes.grammars import MARKERS
-
-CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(1 + 2)"}}</tool_call>'
-SOLUTION = "def add(a, b):\n    return a + b\n"
-
-
-def partial_of(body: dict[str, Any]) -> str:
-    """The assistant message being continued: last in the messages, or the end of a
-    llama.cpp prompt rendered by the server."""
-    if "messages" in body:
-        last = body["messages"][-1]
-        return last["content"] if last["role"] == "assistant" else ""
-    return body["prompt"].rsplit("<|im_start|>assistant\n", 1)[-1]
-
-
-def inline_solver(path: str, body: dict[str, Any]) -> Reply:
-    """A model that calls the tool once in its thinking, then writes the program."""
-    if "<tool_response>" not in partial_of(body):
-        return Reply(content=f"<think>Let me check.\n{CALL}")
-    return Reply(content=f" It prints 3.</think>\n<code>\n{SOLUTION}</code>")
 
 
 @pytest.mark.parametrize("flavor", ["vllm", "sglang", "llamacpp"])

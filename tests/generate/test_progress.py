@@ -9,6 +9,8 @@ import re
 from rich.console import Console
 
 from tests.support.fake_ollama import Fault
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.runs import inline_solver
 from tracegen.generate.progress import Reporter, RunStats
 
 
@@ -52,3 +54,27 @@ async def test_the_rates_count_requests_and_executions_as_they_end_not_episodes(
     rates = re.search(r" (\d+) tok/s · (\d+\.\d) exec/s · ", reporter.status())
     assert rates is not None
     assert 450 <= int(rates[1]) <= 500 and 1.8 <= float(rates[2]) <= 2.0
+
+
+def test_a_runs_line_counts_the_tokens_and_executions_of_an_episode_still_running(
+    cli, workspace, monkeypatch
+):
+    """The scheduler feeds the line the pool's and the sandbox's own counts: while the one
+    episode waits on its second request, its first answer and its tool call already show."""
+    start = Reporter.start
+
+    def start_often(reporter: Reporter) -> None:
+        reporter.plain_every_s = 0.05
+        start(reporter)
+
+    monkeypatch.setattr(Reporter, "start", start_often)
+    with FakeOpenAI("vllm", latency_s=0.5) as server:
+        server.set_responder(inline_solver)
+        args = workspace.args(server.api, "--mode", "inline-tools", "--limit", "1")
+        result = cli([*args, "--backend", "openai", "--concurrency", "1"])
+    assert result.exit_code == 0, result.output
+    rates = [
+        (int(m[1]), float(m[2]))
+        for m in re.finditer(r" 0/1 done · .* (\d+) tok/s · (\d+\.\d) exec/s · ", result.stdout)
+    ]
+    assert rates and rates[-1][0] > 0 and rates[-1][1] > 0, result.stdout

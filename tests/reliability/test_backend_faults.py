@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_ollama import FakeOllama, Fault, Reply
-from tests.support.runs import child_env, tracegen
+from tests.support.runs import child_env, partial_of, tracegen
 from tests.support.scenarios import (
     TRACEBACK,
     builtin,
@@ -145,12 +145,9 @@ def test_faults_while_continuing_a_message_duplicate_nothing_in_it(
     def model(path: str, body: dict[str, Any]) -> Reply:
         if "prompt" in body:
             problem = next(p for p in problems if p.prompt.strip() in body["prompt"])
-            partial = body["prompt"].rsplit("<|im_start|>assistant\n", 1)[-1]
         else:
             problem = problem_of(body, problems)
-            last = body["messages"][-1]
-            partial = last["content"] if last["role"] == "assistant" else ""
-        if "<tool_response>" not in partial:
+        if "<tool_response>" not in partial_of(body):
             return Reply(content=f"<think>Try it.\n{CALL}")
         return Reply(content=f"It prints 42.</think>\n<code>\n{problem.reference_solution}</code>")
 

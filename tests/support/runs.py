@@ -30,6 +30,24 @@ IDEAL = (
     "<think>Check it on an example.</think>\n<verify>add(1, 2) == 3</verify>"
 )
 NO_VERIFY = "<think>Adding.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>"
+CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(1 + 2)"}}</tool_call>'
+SOLUTION = "def add(a, b):\n    return a + b\n"
+
+
+def partial_of(body: dict[str, Any]) -> str:
+    """The assistant message being continued: last in the messages, or the end of a
+    llama.cpp prompt rendered by the server."""
+    if "messages" in body:
+        last = body["messages"][-1]
+        return last["content"] if last["role"] == "assistant" else ""
+    return body["prompt"].rsplit("<|im_start|>assistant\n", 1)[-1]
+
+
+def inline_solver(path: str, body: dict[str, Any]) -> Reply:
+    """A model that calls the tool once in its thinking, then writes the program."""
+    if "<tool_response>" not in partial_of(body):
+        return Reply(content=f"<think>Let me check.\n{CALL}")
+    return Reply(content=f" It prints 3.</think>\n<code>\n{SOLUTION}</code>")
 
 
 def problem_number(body: dict[str, Any]) -> int:
