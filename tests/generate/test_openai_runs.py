@@ -5,6 +5,7 @@ recorded, and the refusals a run gives at its start."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -54,6 +55,28 @@ def test_token_ids_of_every_request_are_recorded_and_counted_by_stats(cli, works
     coverage = orjson.loads(result.output)["logprobs"]
     assert (coverage["model_requests"], coverage["requests_with_token_ids"]) == (4, 4)
     assert coverage["token_id_coverage"] == 1.0
+
+
+def test_an_episode_goes_on_from_the_ids_llamacpp_sampled_and_exports_as_one_sequence(
+    cli, workspace
+):
+    """The model samples its text one character per token, which /tokenize never gives: each
+    next prompt still starts with the previous prompt and every sampled id."""
+    with FakeOpenAI("llamacpp") as server:
+        server.set_responder(
+            lambda path, body: replace(inline_solver(path, body), by_character=True)
+        )
+        assert (
+            cli(workspace.args(server.api, "--mode", "inline-tools", "--limit", "2")).exit_code == 0
+        )
+    for trace in read(workspace.out):
+        first, then = trace["token_requests"]
+        sent = first["prompt_ids"] + first["completion_ids"]
+        assert then["prompt_ids"][: len(sent)] == sent
+    out = workspace.dir / "rl.jsonl"
+    result = cli(["convert", str(workspace.out), "--rl", "trl", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "2 as one sequence, 0 turn by turn" in result.output
 
 
 def test_auto_finds_each_server_and_a_host_given_without_v1_works(cli, workspace):

@@ -82,3 +82,23 @@ async def test_a_grammar_constrains_the_reply(local_model: LocalBackend) -> None
 async def test_a_broken_grammar_is_a_bad_request(local_model: LocalBackend) -> None:
     with pytest.raises(BadRequest, match="grammar"):
         await local_model.chat(request(grammar=Grammar("broken", {"root": ref("missing")})))
+
+
+async def test_the_next_prompt_starts_with_the_ids_the_model_sampled(
+    local_model: LocalBackend,
+) -> None:
+    """The first prompt ends inside a word, which the model completes: tokenizing the text
+    again would merge the word's pieces, but the next request goes on from the very ids the
+    model was given and sampled (so the episode exports as one sequence)."""
+    opened = [*COUNT, ChatMessage(role="assistant", content="Sure, I will wri")]
+    first = await local_model.continue_message(request(opened, max_tokens=4), "raw")
+    assert first.finish_reason == "length"
+    assert first.prompt_ids is not None and first.completion_ids is not None
+    answer = f"Sure, I will wri{first.content}\n<tool_response>\n1, 2, 3\n</tool_response>\n"
+    then = await local_model.continue_message(
+        request([*COUNT, ChatMessage(role="assistant", content=answer)]), "raw"
+    )
+    sent = first.prompt_ids + first.completion_ids
+    assert then.prompt_ids is not None and then.prompt_ids[: len(sent)] == sent
+    fresh = await local_model.prompt_ids([*COUNT, ChatMessage(role="assistant", content=answer)])
+    assert await local_model.detokenize(then.prompt_ids) == await local_model.detokenize(fresh)

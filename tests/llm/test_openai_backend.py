@@ -125,6 +125,29 @@ async def test_raw_on_llamacpp_refuses_a_server_that_closes_the_turn(
         assert "/completion" not in server.paths()
 
 
+async def test_llamacpp_goes_on_from_sampled_ids_only_when_they_read_as_the_prompt() -> None:
+    """Two hosts of one model: ids sampled on one are joined onto a prompt for the other only
+    if they decode there to the same text. Here the hosts number the same pieces
+    differently, so the other host's prompt is tokenized afresh instead."""
+    opened = (("user", "hi"), ("assistant", "<think>Let"))
+    going_on = (("user", "hi"), ("assistant", "<think>Let us add them. Done"))
+    stop = SamplingOptions(stop=["."])  # the stop string's token is sampled, and kept
+    with FakeOpenAI("llamacpp") as a, FakeOpenAI("llamacpp") as b:
+        b.vocab.encode("numbered first here")
+        a.script(Reply(content=" us add them.", by_character=True), "ok")
+        b.script("ok")
+        async with backend(a) as on_a, backend(b) as on_b:
+            first = await on_a.continue_message(request(*opened, options=stop), "raw")
+            same_host = await on_a.continue_message(request(*going_on), "raw")
+            other_host = await on_b.continue_message(request(*going_on), "raw")
+    assert first.prompt_ids is not None and first.completion_ids is not None
+    assert same_host.prompt_ids is not None and other_host.prompt_ids is not None
+    sent = first.prompt_ids + first.completion_ids
+    assert same_host.prompt_ids[: len(sent)] == sent
+    assert b.vocab.decode(other_host.prompt_ids) == a.vocab.decode(same_host.prompt_ids)
+    assert other_host.prompt_ids == b.vocab.encode(b.vocab.decode(other_host.prompt_ids))
+
+
 @pytest.mark.parametrize("with_v1", [True, False])
 async def test_a_host_is_taken_with_or_without_v1(with_v1: bool) -> None:
     with FakeOpenAI("llamacpp") as server:

@@ -51,6 +51,9 @@ class Reply:
     logprobs: bool = True
     tool_calls_on_final_chunk: bool = True
     done_reason: str | None = None
+    by_character: bool = False
+    """llama.cpp's ``/completion`` samples one character per token: a tokenization of the text
+    its ``/tokenize`` never gives, as a real model sometimes samples."""
 
 
 @dataclass
@@ -104,11 +107,18 @@ def logprob_entry(token: str, i: int, top: int) -> dict[str, Any]:
     return entry
 
 
-def cut(text: str, stops: list[str], max_tokens: int | None) -> tuple[str, str | None]:
+def sampled_pieces(text: str, by_character: bool = False) -> list[str]:
+    """The pieces the model samples for ``text``: its pseudo-tokens, or its characters."""
+    return list(text) if by_character else tokenize(text)
+
+
+def cut(
+    text: str, stops: list[str], max_tokens: int | None, by_character: bool = False
+) -> tuple[str, str | None]:
     """Apply ``stop`` strings and a token budget; the reason is None when neither cut."""
     hits = [p for p in (text.find(s) for s in stops if s) if p >= 0]
     stop_at = min(hits) if hits else None
-    tokens = tokenize(text)
+    tokens = sampled_pieces(text, by_character)
     limit = len(text)
     if max_tokens is not None and 0 < max_tokens < len(tokens):
         limit = len("".join(tokens[:max_tokens]))

@@ -10,7 +10,8 @@ is a 400, ``stream_options`` without ``stream`` is a 400; ``ChatCompletionRespon
 alternatives with their own) and ``chat_completion/serving.py`` @ 006c49d4
 (``chat_completion_full_generator``; a failed generation is an error status with an
 ``{"error"}`` body); llama.cpp ``tools/server/README.md`` @ 00dc8057 and its server in
-``xllamacpp`` 2026.10, measured (``/props``, ``/apply-template``, ``/tokenize``; ``/completion``
+``xllamacpp`` 2026.10, measured (``/props``, ``/apply-template``, ``/tokenize``, ``/detokenize``
+(special tokens written out); ``/completion``
 with ``return_tokens`` and ``n_probs``: ``tokens`` holds every sampled id, the ones holding a
 stop string and the end of turn included, ``completion_probabilities`` leaves out as many
 entries as the stop string has tokens, ``stop_type`` ``eos``/``limit``/``word``,
@@ -55,6 +56,7 @@ from tests.support.fake_model import (
     cut,
     logprob_entry,
     render_chat,
+    sampled_pieces,
     tokenize,
 )
 
@@ -375,8 +377,8 @@ class _Handler(Handler):
         the stop string's tokens are left out, as llama.cpp does."""
         fake = self.fake
         stops = [x for x in body.get("stop") or [] if x]
-        text, reason = cut(reply.content, stops, body.get("n_predict"))
-        tokens = tokenize(reply.content)
+        text, reason = cut(reply.content, stops, body.get("n_predict"), reply.by_character)
+        tokens = sampled_pieces(reply.content, reply.by_character)
         matched = ""
         if reason == "stop":
             matched = next(x for x in stops if reply.content.find(x) == len(text))
@@ -386,7 +388,7 @@ class _Handler(Handler):
                 sampled.append(tokens[len(sampled)])
                 covered += len(sampled[-1])
         elif reason == "length":
-            sampled = tokens[: len(tokenize(text))]
+            sampled = tokens[: len(sampled_pieces(text, reply.by_character))]
         else:
             sampled = [*tokens, END_OF_TURN]
         ids = [fake.vocab.encode(t)[0] for t in sampled]
@@ -417,7 +419,7 @@ class _Handler(Handler):
                 for alt in entry.get("top_logprobs", []):
                     alt["id"] = fake.vocab.id(alt["token"])
                 probs.append(entry)
-            stop_tokens = min(len(probs), len(tokenize(matched)))
+            stop_tokens = min(len(probs), len(sampled_pieces(matched, reply.by_character)))
             answer["completion_probabilities"] = probs[: len(probs) - stop_tokens]
         return answer
 

@@ -1,14 +1,16 @@
 """The embedded backend: llama.cpp run in this process through ``xllamacpp``, a GGUF model.
 
-Every request is exact token-in/token-out. The conversation is rendered with the model's
-chat template and tokenized by llama.cpp itself; those ids are the prompt the model is given
+Every request is exact token-in/token-out. The conversation is rendered with the model's chat
+template and tokenized by llama.cpp itself; those ids are the prompt the model is given
 (`Completion.prompt_ids`), and every sampled token comes back with its id and logprob
-(`Completion.completion_ids`, `TokenLogprob.id`). A partial assistant message last in the
-conversation is rendered open (no end-of-turn token) and continued: ``raw`` continuation, which
-``prefill`` is too here. Stop sequences are applied here, not by llama.cpp (whose OpenAI-style
-answers drop the token holding a stop string): the text is cut before the stop string, the
-ids keep every sampled token. Logprobs are llama.cpp's defaults: the model's own
-log-softmax over the whole vocabulary, before temperature, top-k/top-p and any grammar.
+(`Completion.completion_ids`, `TokenLogprob.id`). A prompt whose text goes on from an earlier
+request's prompt and completion starts with their very ids (`tracegen.llm.sequences`). A partial
+assistant message last in the conversation is rendered open (no end-of-turn token) and
+continued: ``raw`` continuation, which ``prefill`` is too here. Stop sequences are applied here,
+not by llama.cpp (whose OpenAI-style answers drop the token holding a stop string): the text is
+cut before the stop string, the ids keep every sampled token. Logprobs are llama.cpp's defaults:
+the model's own log-softmax over the whole vocabulary, before temperature, top-k/top-p and any
+grammar.
 
 Requests run in a pool of worker threads, one per llama.cpp slot (``n_parallel``), so the
 event loop, the sandbox and the progress display keep running; llama.cpp batches the slots'
@@ -47,6 +49,7 @@ from tracegen.llm.base import (
     token_logprobs,
 )
 from tracegen.llm.packaged import LocalModel, require_engine
+from tracegen.llm.sequences import Sequences
 from tracegen.schema import ChatMessage, TokenLogprob
 
 HOST = "local"
@@ -131,6 +134,7 @@ class LocalBackend:
         self._folder: str | None = None
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tracegen-llama")
         self._cancels: set[threading.Event] = set()
+        self._sequences = Sequences()
 
     def __repr__(self) -> str:
         return f"LocalBackend(model={self.model!r}, slots={self.slots}, threads={self.threads})"
@@ -267,7 +271,7 @@ class LocalBackend:
 
     def _generate(self, request: ChatRequest, cancel: threading.Event) -> Completion:
         started = time.perf_counter()
-        prompt_ids = self._prompt_ids(request.messages, request.tools)
+        prompt_ids = self._going_on(self._prompt_ids(request.messages, request.tools))
         o = request.options
         room = self.context_tokens - len(prompt_ids)
         stream = _Stream(o.stop, cancel, request.top_logprobs, started)
@@ -297,7 +301,21 @@ class LocalBackend:
                 raise BadRequest(f"llama.cpp refused the request: {e}") from None
         else:
             stream.finish = "length"  # the conversation fills the context: nothing more fits
-        return stream.completion(self.model, prompt_ids, request.logprobs)
+        completion = stream.completion(self.model, prompt_ids, request.logprobs)
+        sequence = prompt_ids + (completion.completion_ids or [])
+        self._sequences.remember(self._detokenize(sequence), sequence)
+        return completion
+
+    def _going_on(self, ids: list[int]) -> list[int]:
+        """``ids`` (a rendered prompt, tokenized), or the same text as the ids of an earlier
+        request's prompt and completion followed by the tokens of the rest (`Sequences`)."""
+        text = self._detokenize(ids)
+        found = self._sequences.join(text)
+        if found is None:
+            return ids
+        seen, rest = found
+        joined = seen + self._tokenize(rest, False) if rest else seen
+        return joined if joined == ids or self._detokenize(joined) == text else ids
 
     def _prompt_ids(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None

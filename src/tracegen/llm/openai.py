@@ -17,9 +17,11 @@ read whole, with each server's extensions for logprobs, token ids and continuati
   ``/completion`` with ``return_tokens`` and ``n_probs``: the exact prompt ids and every sampled
   id, the stop string's and the end of turn's included (``tokens``), the text (``content``),
   ``completion_probabilities``, ``stop_type``, ``tokens_evaluated``, ``tokens_predicted`` and
-  ``timings``. That is ``raw`` continuation too (the rendered prompt must end with the partial
-  message, no end-of-turn). ``prefill`` sends the partial assistant message last in a chat
-  request, which llama.cpp's template renderer leaves open.
+  ``timings``. A prompt whose text (``/detokenize``) goes on from an earlier request's prompt
+  and completion starts with their very ids (`tracegen.llm.sequences`). This path is ``raw``
+  continuation too (the rendered prompt must end with the partial message, no end-of-turn).
+  ``prefill`` sends the partial assistant message last in a chat request, which llama.cpp's
+  template renderer leaves open.
 - A grammar (``--constrain``) goes in the fields the server reads (`Flavor.grammar`): llama.cpp's
   ``grammar`` (on ``/completion`` too), vLLM's ``structured_outputs``, SGLang's ``ebnf``.
 
@@ -64,6 +66,7 @@ from tracegen.llm.base import (
 from tracegen.llm.grammar import Grammar
 from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.llm.openai_servers import FLAVORS, GENERIC, Flavor
+from tracegen.llm.sequences import shared
 from tracegen.schema import ChatMessage, TokenLogprob, ToolCall, ToolFunction
 
 _FINISH: dict[str, FinishReason] = {
@@ -262,10 +265,7 @@ class OpenAIBackend(HttpBackend):
                 f"{self.host} closed the assistant message instead of continuing it: "
                 "start llama-server without --no-prefill-assistant"
             )
-        tokens = await self.post_json("/tokenize", {"content": prompt, "add_special": True})
-        ids = _ids(tokens.get("tokens"), self.host)
-        if ids is None:
-            raise ProtocolError(f"{self.host} sent no token ids from /tokenize")
+        ids = await self._going_on(await self._tokenize(prompt, add_special=True))
         o = request.options
         body: Json = {"prompt": ids, "stream": False, "return_tokens": True, "cache_prompt": True}
         sampling = {"temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k}
@@ -283,7 +283,34 @@ class OpenAIBackend(HttpBackend):
             data = await self._generate(url, body)
             return read_native(data, request, ids, self.host, self.model)
 
-        return await self.retrying(once)
+        completion = await self.retrying(once)
+        sequence = ids + (completion.completion_ids or [])
+        shared(self.model).remember(await self._detokenize(sequence), sequence)
+        return completion
+
+    async def _tokenize(self, text: str, *, add_special: bool) -> list[int]:
+        tokens = await self.post_json("/tokenize", {"content": text, "add_special": add_special})
+        ids = _ids(tokens.get("tokens"), self.host)
+        if ids is None:
+            raise ProtocolError(f"{self.host} sent no token ids from /tokenize")
+        return ids
+
+    async def _detokenize(self, ids: list[int]) -> str:
+        content = (await self.post_json("/detokenize", {"tokens": ids})).get("content")
+        if not isinstance(content, str):
+            raise ProtocolError(f"{self.host} sent no text from /detokenize")
+        return content
+
+    async def _going_on(self, ids: list[int]) -> list[int]:
+        """``ids`` (the rendered prompt, tokenized), or the same text as the ids of an earlier
+        request's prompt and completion followed by the tokens of the rest (`Sequences`)."""
+        text = await self._detokenize(ids)
+        found = shared(self.model).join(text)
+        if found is None:
+            return ids
+        seen, rest = found
+        joined = seen + await self._tokenize(rest, add_special=False) if rest else seen
+        return joined if joined == ids or await self._detokenize(joined) == text else ids
 
 
 def openai_messages(messages: Sequence[ChatMessage]) -> list[Json]:

@@ -1,0 +1,54 @@
+"""Prompts that go on from the ids a model sampled, for the backends that tokenize prompts.
+
+Rendering a conversation again and tokenizing the text does not give back the ids the model
+sampled: a model may sample a tokenization of its text other than the one the tokenizer
+would choose (``"print"`` as ``"pr"`` + ``"int"``). The next prompt of a multi-turn episode
+would then differ from the previous prompt and completion, and the episode could not be
+exported as one sequence. `Sequences` remembers each request's whole sequence (prompt and
+sampled ids) with its text; when a new prompt's text starts with one of them, the prompt is
+those ids followed by the tokens of the rest of the text. A backend uses it only when the
+joined ids decode to the same text as the ids the tokenizer gives (see `Sequences.join`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+REMEMBERED = 256
+"""Sequences kept per backend, the oldest forgotten first: an episode only goes on from its
+own latest request, so a few per request in flight are plenty."""
+
+
+class Sequences:
+    """The latest requests' sequences (text, ids), newest last. Thread-safe."""
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self._seen: deque[tuple[str, list[int]]] = deque(maxlen=size)
+        self._lock = threading.Lock()
+
+    def remember(self, text: str, ids: list[int]) -> None:
+        """Remember a request's whole sequence: its prompt ids and every sampled id, and
+        what they decode to."""
+        if text:
+            with self._lock:
+                self._seen.append((text, ids))
+
+    def join(self, text: str) -> tuple[list[int], str] | None:
+        """The ids of the longest remembered sequence whose text ``text`` starts with, and the
+        rest of ``text`` to tokenize after them; None if there is none."""
+        with self._lock:
+            found = [(seen, ids) for seen, ids in reversed(self._seen) if text.startswith(seen)]
+        if not found:
+            return None
+        seen, ids = max(found, key=lambda pair: len(pair[0]))  # the newest of the longest
+        return ids, text[len(seen) :]
+
+
+_SHARED: dict[str, Sequences] = {}
+
+
+def shared(model: str) -> Sequences:
+    """The sequences of ``model``'s requests in this process, whichever host served them (an
+    episode's requests may go to different hosts of a pool)."""
+    return _SHARED.setdefault(model, Sequences())
