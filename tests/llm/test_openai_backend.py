@@ -131,21 +131,23 @@ async def test_llamacpp_goes_on_from_sampled_ids_only_when_they_read_as_the_prom
     differently, so the other host's prompt is tokenized afresh instead."""
     opened = (("user", "hi"), ("assistant", "<think>Let"))
     going_on = (("user", "hi"), ("assistant", "<think>Let us add them. Done"))
+    next_turn = (*going_on[:1], ("assistant", f"{going_on[1][1]}ok"), ("user", "and now?"))
     stop = SamplingOptions(stop=["."])  # the stop string's token is sampled, and kept
     with FakeOpenAI("llamacpp") as a, FakeOpenAI("llamacpp") as b:
         b.vocab.encode("numbered first here")
         a.script(Reply(content=" us add them.", by_character=True), "ok")
-        b.script("ok")
+        b.script("fine")
         async with backend(a) as on_a, backend(b) as on_b:
             first = await on_a.continue_message(request(*opened, options=stop), "raw")
-            same_host = await on_a.continue_message(request(*going_on), "raw")
-            other_host = await on_b.continue_message(request(*going_on), "raw")
+            then = await on_a.continue_message(request(*going_on), "raw")
+            elsewhere = await on_b.chat(request(*next_turn))
     assert first.prompt_ids is not None and first.completion_ids is not None
-    assert same_host.prompt_ids is not None and other_host.prompt_ids is not None
+    assert then.prompt_ids is not None and then.completion_ids is not None
     sent = first.prompt_ids + first.completion_ids
-    assert same_host.prompt_ids[: len(sent)] == sent
-    assert b.vocab.decode(other_host.prompt_ids) == a.vocab.decode(same_host.prompt_ids)
-    assert other_host.prompt_ids == b.vocab.encode(b.vocab.decode(other_host.prompt_ids))
+    assert then.prompt_ids[: len(sent)] == sent
+    remembered = a.vocab.decode(then.prompt_ids + then.completion_ids)
+    assert b.prompts[0].startswith(remembered)  # so the ids sampled on a were on offer
+    assert elsewhere.prompt_ids == b.vocab.encode(b.prompts[0])
 
 
 @pytest.mark.parametrize("with_v1", [True, False])

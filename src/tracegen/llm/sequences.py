@@ -6,33 +6,39 @@ would choose (``"print"`` as ``"pr"`` + ``"int"``). The next prompt of a multi-t
 would then differ from the previous prompt and completion, and the episode could not be
 exported as one sequence. `Sequences` remembers each request's whole sequence (prompt and
 sampled ids) with its text; when a new prompt's text starts with one of them, the prompt is
-those ids followed by the tokens of the rest of the text. A backend uses it only when the
-joined ids decode to the same text as the ids the tokenizer gives (see `Sequences.join`).
+those ids followed by the tokens of the rest of the text. A backend uses the joined ids only
+when they decode to the same text as the tokenizer's own ids for the prompt.
 """
 
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import deque
 
-REMEMBERED = 256
-"""Sequences kept per backend, the oldest forgotten first: an episode only goes on from its
-own latest request, so a few per request in flight are plenty."""
+REMEMBERED = 64
+"""Sequences kept per backend, the oldest forgotten first. A sequence that a newer one goes
+on from is forgotten when the newer one is remembered, so there is about one per episode in
+flight; the bound keeps abandoned ones from piling up."""
 
 
 class Sequences:
     """The latest requests' sequences (text, ids), newest last. Thread-safe."""
 
     def __init__(self, size: int = REMEMBERED) -> None:
-        self._seen: deque[tuple[str, list[int]]] = deque(maxlen=size)
+        self._seen: deque[tuple[str, array[int]]] = deque(maxlen=size)
         self._lock = threading.Lock()
 
     def remember(self, text: str, ids: list[int]) -> None:
         """Remember a request's whole sequence: its prompt ids and every sampled id, and
-        what they decode to."""
-        if text:
-            with self._lock:
-                self._seen.append((text, ids))
+        what they decode to. The sequences it goes on from are forgotten."""
+        if not text:
+            return
+        with self._lock:
+            kept = [(seen, old) for seen, old in self._seen if not text.startswith(seen)]
+            self._seen.clear()
+            self._seen.extend(kept)
+            self._seen.append((text, array("i", ids)))  # 4 bytes an id, not a list's 36
 
     def join(self, text: str) -> tuple[list[int], str] | None:
         """The ids of the longest remembered sequence whose text ``text`` starts with, and the
@@ -42,7 +48,7 @@ class Sequences:
         if not found:
             return None
         seen, ids = max(found, key=lambda pair: len(pair[0]))  # the newest of the longest
-        return ids, text[len(seen) :]
+        return ids.tolist(), text[len(seen) :]
 
 
 _SHARED: dict[str, Sequences] = {}
