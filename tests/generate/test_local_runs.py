@@ -114,4 +114,4 @@ def test_doctor_reports_the_embedded_model() -> None:
     out = " ".join(result.stdout.split())
     for shown in ("SmolLM2-135M-Instruct", "trained for 8192 tokens", "template from the file"):
         assert shown in out, out
-    assert "with token ids" in out and "loaded in" in out
+    assert "with token ids" in out and "loaded in" in out, out
