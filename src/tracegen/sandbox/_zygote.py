@@ -59,7 +59,6 @@ JUDGE_RUNS = 1000
 PROBER_TIMEOUT_S = 2.0
 """A prober that has not answered for this long is killed and replaced (it may be stopped)."""
 _PROBER_PRIVILEGED = 72
-_NOBODY = 65534
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
@@ -82,47 +81,52 @@ def _on_signal(*_: object) -> None:
 # ------------------------------------------------------------------ the uid cleanup helper
 
 
-def _only_process_of_uid() -> bool:
-    """Whether the caller is its real uid's only process; if not, kill every other one.
+def _emptied(uid: int, own_uid: int) -> bool:
+    """Kill every process of ``uid``; whether none is left (zombies count until reaped).
 
-    Under ``RLIMIT_NPROC`` 2 a clone succeeds only while the caller is its real uid's only
-    process (zombies count until reaped). The clone is ``posix_spawn``'s vfork-like one,
-    and exec of ``""`` fails at once, so a success costs microseconds. Usually nothing is
-    left by then, so the probe comes first: ``kill(-1)`` looks at every process there is.
+    The kill goes out with ``uid`` as effective uid, so it reaches exactly that uid's
+    processes, and ``own_uid``, which no process has, as real uid: none of them can signal
+    back, so code fighting its cleanup cannot stop or kill the helper half-way. ``kill(-1)``
+    walks the process list with forks held off: every process of the uid is doomed at once,
+    and none can start another. Then the probe, as the uid itself: under ``RLIMIT_NPROC`` 2
+    a clone succeeds only while the caller is its real uid's only process. The clone is
+    ``posix_spawn``'s vfork-like one, and exec of ``""`` fails at once, so a success costs
+    microseconds.
     """
+    os.setresuid(own_uid, uid, 0)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+    os.setresuid(uid, uid, 0)
     try:
         pid = os.posix_spawn("", ["probe"], {})
     except FileNotFoundError:
         return True
     except BlockingIOError:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
         return False
     os.waitpid(pid, 0)
     return False
 
 
-def _prober(sock: socket.socket) -> None:
+def _prober(sock: socket.socket, own_uid: int) -> None:
     """Serve requests ``uid`` -> the same ``uid`` once that uid has no process left.
 
-    It takes the uid as its real and effective uid only, keeping root as saved uid to come
-    back: processes of the uid can signal it (the zygote replaces it if they kill or stop
-    it) but cannot ptrace or otherwise change it, and its ``kill(-1)`` reaches only them.
+    It keeps root as saved uid to come back (`_emptied` says which uids it takes on): the
+    processes it kills can neither signal it, nor ptrace or otherwise change it, and its
+    ``kill(-1)`` reaches only them.
     """
     signal.set_wakeup_fd(-1)
     signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     os.closerange(3, sock.fileno())
     os.closerange(sock.fileno() + 1, 1 << 20)
     resource.setrlimit(resource.RLIMIT_NPROC, (2, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
-    os.setresuid(_NOBODY, _NOBODY, 0)
+    os.setresuid(own_uid, own_uid, 0)
     with contextlib.suppress(PermissionError):
         os.kill(os.getppid(), 0)
         os._exit(_PROBER_PRIVILEGED)  # its kill(-1) under a uid would hit the zygote
     os.setresuid(0, 0, 0)
     while data := sock.recv(64):
         uid = int(data)
-        os.setresuid(uid, uid, 0)
-        while not _only_process_of_uid():
+        while not _emptied(uid, own_uid):
             time.sleep(0.0005)
         os.setresuid(0, 0, 0)
         sock.send(data)
@@ -300,6 +304,7 @@ class Zygote:
         self.sock = sock
         self.drop = bool(config["drop"])
         self.judge_uid = int(config["judge_uid"]) if self.drop else -1
+        self.prober_uid = int(config["prober_uid"]) if self.drop else -1
         self.workbase = config["workbase"]
         self.limits: dict[str, int] = config["limits"]
         os.environ.clear()
@@ -670,7 +675,7 @@ class Zygote:
         pid = os.fork()
         if pid == 0:
             try:
-                _prober(theirs)
+                _prober(theirs, self.prober_uid)
             finally:
                 os._exit(0)
         theirs.close()

@@ -22,8 +22,10 @@ UID_BASE = 3_000_000_000
 UIDS_PER_PROCESS = 256
 """As root, execution slot ``i`` of process ``pid`` runs under uid/gid
 ``UID_BASE + pid * UIDS_PER_PROCESS + i``: no two live tracegen processes share a uid. The
-last slot is the judges': they never share a uid with the code they judge."""
-_free_slots = list(range(UIDS_PER_PROCESS - 2, -1, -1))
+last slot is the judges': they never share a uid with the code they judge. The one before is
+the cleanup helper's real uid while it kills an execution's leftovers: a uid no process has,
+so none of them can signal it."""
+_free_slots = list(range(UIDS_PER_PROCESS - 3, -1, -1))
 CHOICES = ("auto", "bwrap", "builtin", "rlimit")
 SOURCES = ("_confine", "_wire", "_harness", "_zygote")
 """The modules sent compiled to ``python -I -S``, each importing only those before it."""
@@ -54,7 +56,7 @@ if result is not None:
 def take_uid() -> int:
     """An unprivileged uid no other execution of any live tracegen process is using."""
     if not _free_slots:
-        raise SandboxError(f"more than {UIDS_PER_PROCESS - 1} executions at once in one process")
+        raise SandboxError(f"more than {UIDS_PER_PROCESS - 2} executions at once in one process")
     return UID_BASE + os.getpid() * UIDS_PER_PROCESS + _free_slots.pop()
 
 
@@ -64,9 +66,12 @@ def give_back_uid(uid: int) -> None:
 
 def judge_uid(pid: int | None = None) -> int:
     """The uid the judges of tracegen process ``pid`` (this one by default) run under as root."""
-    return (
-        UID_BASE + (os.getpid() if pid is None else pid) * UIDS_PER_PROCESS + UIDS_PER_PROCESS - 1
-    )
+    return process_uids(pid)[-1]
+
+
+def prober_uid(pid: int | None = None) -> int:
+    """The real uid of the cleanup helper of tracegen process ``pid`` while it kills leftovers."""
+    return process_uids(pid)[-2]
 
 
 def process_uids(pid: int | None = None) -> range:
