@@ -111,8 +111,8 @@ def _prober(sock: socket.socket, own_uid: int) -> None:
     """Serve requests ``uid`` -> the same ``uid`` once that uid has no process left.
 
     It keeps root as saved uid to come back (`_emptied` says which uids it takes on): the
-    processes it kills can neither signal it, nor ptrace or otherwise change it, and its
-    ``kill(-1)`` reaches only them.
+    processes it kills cannot signal it before they are doomed, nor ptrace or otherwise
+    change it, and its ``kill(-1)`` reaches only them.
     """
     signal.set_wakeup_fd(-1)
     signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
