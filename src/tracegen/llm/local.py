@@ -206,14 +206,22 @@ class LocalBackend:
     # ------------------------------------------------------------ the backend protocol
 
     async def chat(self, request: ChatRequest) -> Completion:
+        started = time.perf_counter()
+        rendered = await asyncio.to_thread(self._prompt_ids, request.messages, request.tools)
+        prompt_ids = await self._sequences.going_on(rendered, self.tokenize, self.detokenize)
         cancel = threading.Event()
         self._cancels.add(cancel)
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._pool, self._generate, request, cancel)
+            completion = await loop.run_in_executor(
+                self._pool, self._generate, request, prompt_ids, cancel, started
+            )
         finally:
             cancel.set()  # a cancelled episode's generation stops at its next token
             self._cancels.discard(cancel)
+        sequence = prompt_ids + (completion.completion_ids or [])
+        self._sequences.remember(await self.detokenize(sequence), sequence)
+        return completion
 
     async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
@@ -269,9 +277,9 @@ class LocalBackend:
 
     # ------------------------------------------------------------ one request, in a worker thread
 
-    def _generate(self, request: ChatRequest, cancel: threading.Event) -> Completion:
-        started = time.perf_counter()
-        prompt_ids = self._going_on(self._prompt_ids(request.messages, request.tools))
+    def _generate(
+        self, request: ChatRequest, prompt_ids: list[int], cancel: threading.Event, started: float
+    ) -> Completion:
         o = request.options
         room = self.context_tokens - len(prompt_ids)
         stream = _Stream(o.stop, cancel, request.top_logprobs, started)
@@ -301,21 +309,7 @@ class LocalBackend:
                 raise BadRequest(f"llama.cpp refused the request: {e}") from None
         else:
             stream.finish = "length"  # the conversation fills the context: nothing more fits
-        completion = stream.completion(self.model, prompt_ids, request.logprobs)
-        sequence = prompt_ids + (completion.completion_ids or [])
-        self._sequences.remember(self._detokenize(sequence), sequence)
-        return completion
-
-    def _going_on(self, ids: list[int]) -> list[int]:
-        """``ids`` (a rendered prompt, tokenized), or the same text as the ids of an earlier
-        request's prompt and completion followed by the tokens of the rest (`Sequences`)."""
-        text = self._detokenize(ids)
-        found = self._sequences.join(text)
-        if found is None:
-            return ids
-        seen, rest = found
-        joined = seen + self._tokenize(rest, False) if rest else seen
-        return joined if joined == ids or self._detokenize(joined) == text else ids
+        return stream.completion(self.model, prompt_ids, request.logprobs)
 
     def _prompt_ids(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None

@@ -265,7 +265,11 @@ class OpenAIBackend(HttpBackend):
                 f"{self.host} closed the assistant message instead of continuing it: "
                 "start llama-server without --no-prefill-assistant"
             )
-        ids = await self._going_on(await self._tokenize(prompt, add_special=True))
+        ids = await shared(self.model).going_on(
+            await self._tokenize(prompt, add_special=True),
+            lambda text: self._tokenize(text, add_special=False),
+            self._detokenize,
+        )
         o = request.options
         body: Json = {"prompt": ids, "stream": False, "return_tokens": True, "cache_prompt": True}
         sampling = {"temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k}
@@ -300,17 +304,6 @@ class OpenAIBackend(HttpBackend):
         if not isinstance(content, str):
             raise ProtocolError(f"{self.host} sent no text from /detokenize")
         return content
-
-    async def _going_on(self, ids: list[int]) -> list[int]:
-        """``ids`` (the rendered prompt, tokenized), or the same text as the ids of an earlier
-        request's prompt and completion followed by the tokens of the rest (`Sequences`)."""
-        text = await self._detokenize(ids)
-        found = shared(self.model).join(text)
-        if found is None:
-            return ids
-        seen, rest = found
-        joined = seen + await self._tokenize(rest, add_special=False) if rest else seen
-        return joined if joined == ids or await self._detokenize(joined) == text else ids
 
 
 def openai_messages(messages: Sequence[ChatMessage]) -> list[Json]:

@@ -6,8 +6,9 @@ would choose (``"print"`` as ``"pr"`` + ``"int"``). The next prompt of a multi-t
 would then differ from the previous prompt and completion, and the episode could not be
 exported as one sequence. `Sequences` remembers each request's whole sequence (prompt and
 sampled ids) with its text; when a new prompt's text starts with one of them, the prompt is
-those ids followed by the tokens of the rest of the text. A backend uses the joined ids only
-when they decode to the same text as the tokenizer's own ids for the prompt.
+those ids followed by the tokens of the rest of the text, provided they decode to the same
+text as the tokenizer's own ids for the prompt (`Sequences.going_on`). The backends that
+tokenize prompts pass their model's tokenizer (its own ``/tokenize`` and ``/detokenize``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from __future__ import annotations
 import threading
 from array import array
 from collections import deque
+from collections.abc import Awaitable, Callable
+
+Tokenize = Callable[[str], Awaitable[list[int]]]
+"""Text to the model's ids, special tokens read as such and none added."""
+Detokenize = Callable[[list[int]], Awaitable[str]]
+"""Ids to the model's text, special tokens written out."""
 
 REMEMBERED = 64
 """Sequences kept per backend, the oldest forgotten first. A sequence that a newer one goes
@@ -49,6 +56,19 @@ class Sequences:
             return None
         seen, ids = max(found, key=lambda pair: len(pair[0]))  # the newest of the longest
         return ids.tolist(), text[len(seen) :]
+
+    async def going_on(
+        self, ids: list[int], tokenize: Tokenize, detokenize: Detokenize
+    ) -> list[int]:
+        """``ids`` (a rendered prompt, tokenized), or the ids of the sequence its text goes on
+        from (`join`) followed by the tokens of the rest, when they decode to the same text."""
+        text = await detokenize(ids)
+        found = self.join(text)
+        if found is None:
+            return ids
+        seen, rest = found
+        joined = seen + await tokenize(rest) if rest else seen
+        return joined if joined == ids or await detokenize(joined) == text else ids
 
 
 _SHARED: dict[str, Sequences] = {}

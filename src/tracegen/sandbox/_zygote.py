@@ -57,7 +57,7 @@ page copies) than importing it costs the programs that use it."""
 JUDGE_RUNS = 1000
 """A judge is replaced after this many executions, so nothing accumulates in it for long."""
 PROBER_TIMEOUT_S = 2.0
-"""A prober that has not answered for this long is killed and replaced (it may be stopped)."""
+"""A prober that has not answered for this long is killed and replaced."""
 _PROBER_PRIVILEGED = 72
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
@@ -422,7 +422,8 @@ class Zygote:
     def _reap(self) -> None:
         """Handle every child that has ended, without reaping it yet."""
         if self.prober is not None:
-            # Stopped by a process of the uid it was emptying: replace it now.
+            # Stopped (nothing it empties can signal it, but a stopped helper would hold
+            # every cleanup until its deadline): replace it now.
             with contextlib.suppress(ChildProcessError):
                 if os.waitid(os.P_PID, self.prober["pid"], os.WSTOPPED | os.WNOHANG):
                     os.kill(self.prober["pid"], signal.SIGKILL)
