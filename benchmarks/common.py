@@ -27,6 +27,29 @@ print(code, elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 """
 
 
+PRUNE = """
+import sys, orjson
+from pydantic import ValidationError
+from tracegen.schema import Trace
+for line in sys.stdin.buffer:
+    row = orjson.loads(line)
+    while True:
+        try:
+            Trace.model_validate(row)
+            break
+        except ValidationError as error:
+            extra = [e["loc"] for e in error.errors() if e["type"] == "extra_forbidden"]
+            if not extra:
+                raise
+            for *path, key in extra:
+                node = row
+                for step in path:
+                    node = node[step]
+                del node[key]
+    sys.stdout.buffer.write(orjson.dumps(row) + b"\\n")
+"""
+
+
 @dataclass(frozen=True)
 class Run:
     seconds: float
@@ -70,3 +93,10 @@ def previous_release() -> Iterator[dict[str, str] | None]:
                 check=False,
             )
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def readable_copy(source: Path, target: Path, env: dict[str, str]) -> None:
+    """Write ``source``'s traces to ``target`` without the fields that the tracegen of
+    ``env`` does not know (it refuses them), for an older release to read the same traces."""
+    with source.open("rb") as fin, target.open("wb") as fout:
+        subprocess.run([sys.executable, "-c", PRUNE], stdin=fin, stdout=fout, env=env, check=True)

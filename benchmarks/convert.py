@@ -9,7 +9,9 @@ seconds and peak RSS, and the last column the peak RSS at the largest size over 
 smallest (flat memory: within 1.10). The previous release runs from a temporary git
 worktree (see `benchmarks/common.py`) on inputs up to ``--previous-max-mb`` (it is slow),
 and the new figure gets the speed-up over it. The trace files are those of
-`benchmarks/stats.py` (23 kB per trace, logprobs most of it).
+`benchmarks/stats.py` (23 kB per trace, logprobs most of it); the previous release reads a
+copy without the fields it does not know (token ids, usage details and the like), which it
+would refuse.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PREVIOUS, Run, measure, previous_release, tracegen
+from benchmarks.common import PREVIOUS, Run, measure, previous_release, readable_copy, tracegen
 from benchmarks.stats import write_file
 
 OUTPUTS = {"jsonl": ["-o", "{out}.jsonl"], "parquet": ["--parquet", "{out}.parquet"]}
@@ -41,10 +43,13 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp, previous_release() as previous:
-        inputs = {}
+        inputs, previous_inputs = {}, {}
         for size in sizes:
             inputs[size] = Path(tmp) / f"traces-{size}.jsonl"
             write_file(inputs[size], size)
+            if previous is not None and size <= args.previous_max_mb:
+                previous_inputs[size] = Path(tmp) / f"traces-{size}-{PREVIOUS}.jsonl"
+                readable_copy(inputs[size], previous_inputs[size], previous)
         print("chat format; peak RSS of the largest process; release " + PREVIOUS + " alongside\n")
         header = ("output", "logprobs", "input MB", "seconds", "CPU s", "peak RSS MB", "speed-up")
         print("| {:<15} | {:<8} | {:>8} | {:>8} | {:>7} | {:>11} | {:>14} |".format(*header))
@@ -58,8 +63,8 @@ def main() -> None:
                     new = measure(convert(source, output, keep, out))
                     peaks.append(new.peak_rss_mb)
                     old: Run | None = None
-                    if previous is not None and size <= args.previous_max_mb:
-                        old = measure(convert(source, output, keep, out), previous)
+                    if previous is not None and size in previous_inputs:
+                        old = measure(convert(previous_inputs[size], output, keep, out), previous)
                     for path in Path(tmp).glob("out*"):
                         shutil.rmtree(path) if path.is_dir() else path.unlink()
                     row(output, keep, size, new, old)

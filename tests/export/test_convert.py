@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -241,3 +243,26 @@ def test_logprobs_are_only_read_when_kept(runner: CliRunner, tmp_path: Path) -> 
     )
     assert result.exit_code == 2
     assert result.stderr.startswith(f"tracegen: error: {source}:1: not a valid Trace: logprobs.")
+
+
+@pytest.mark.parametrize(
+    ("flag", "numpy"), [("--chat-format", False), ("--rl trl --require-exact", True)]
+)
+def test_numpy_is_imported_only_by_the_token_formats(
+    trace_file: Path, tmp_path: Path, flag: str, numpy: bool
+) -> None:
+    """A text format to JSONL stays light (the README's memory figures); a token format
+    brings numpy, which it uses."""
+    argv = ["tracegen", "convert", str(trace_file), *flag.split(), "-o", str(tmp_path / "o")]
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = {argv!r}\n"
+        "try:\n"
+        "    runpy.run_module('tracegen', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == str(numpy)

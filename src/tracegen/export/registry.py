@@ -3,21 +3,29 @@
 A format is its name (``IN.<name>.jsonl``), the flag that asks for it, the `Builder` that
 makes its records, their `datasets` features, the options it takes, and what the dataset
 card says of its records. Every output (JSONL, Parquet, ``--to-hf``) carries every format.
+The module that makes a format's records is imported when it is used: the token formats
+bring numpy, which a text format has no use for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tracegen.errors import ConfigError
 from tracegen.export.conversion import Builder, ConvertCounts, ConvertOptions
-from tracegen.export.formats import CHAT, SHAREGPT, TRAINING
-from tracegen.export.token_formats import ATROPOS, TOKENIZED, TRL
 
 if TYPE_CHECKING:
     from datasets import Features
+
+
+class _Maker(Protocol):
+    """A `TextFormat` or a `TokenFormat`."""
+
+    def builder(self, options: ConvertOptions, counts: ConvertCounts) -> Builder: ...
+
+    def features(self, options: ConvertOptions) -> Features: ...
 
 
 @dataclass(frozen=True)
@@ -25,12 +33,23 @@ class Format:
     name: str
     flag: str
     """How it is asked for: ``--chat-format``, ``--rl trl``."""
-    builder: Callable[[ConvertOptions, ConvertCounts], Builder]
-    features: Callable[[ConvertOptions], Features]
+    maker: str
+    """What makes its records, as ``module:NAME``."""
     takes: frozenset[str]
     """The options of `ConvertOptions` shaping records that it takes, by flag."""
     fields: str
     """The dataset card's account of a record."""
+
+    def _made_by(self) -> _Maker:
+        module, _, name = self.maker.partition(":")
+        maker: _Maker = getattr(importlib.import_module(module), name)
+        return maker
+
+    def builder(self, options: ConvertOptions, counts: ConvertCounts) -> Builder:
+        return self._made_by().builder(options, counts)
+
+    def features(self, options: ConvertOptions) -> Features:
+        return self._made_by().features(options)
 
 
 TEXT_FIELDS = (
@@ -52,32 +71,28 @@ FORMATS: dict[str, Format] = {
         Format(
             "chat",
             "--chat-format",
-            CHAT.builder,
-            CHAT.features,
+            "tracegen.export.formats:CHAT",
             frozenset({"--reasoning-field", "--keep-logprobs"}),
             TEXT_FIELDS,
         ),
         Format(
             "sharegpt",
             "--sharegpt",
-            SHAREGPT.builder,
-            SHAREGPT.features,
+            "tracegen.export.formats:SHAREGPT",
             frozenset({"--keep-logprobs"}),
             TEXT_FIELDS,
         ),
         Format(
             "training",
             "--training-format",
-            TRAINING.builder,
-            TRAINING.features,
+            "tracegen.export.formats:TRAINING",
             frozenset({"--keep-logprobs"}),
             TEXT_FIELDS,
         ),
         Format(
             "rl-trl",
             "--rl trl",
-            TRL.builder,
-            TRL.features,
+            "tracegen.export.token_formats:TRL",
             TOKEN_OPTIONS,
             "Each row is an episode as a TRL `GRPOTrainer` `rollout_func` returns it: "
             "`prompt_ids`, `completion_ids` (the model's tokens and, between them, what "
@@ -88,8 +103,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "rl-atropos",
             "--rl atropos",
-            ATROPOS.builder,
-            ATROPOS.features,
+            "tracegen.export.token_formats:ATROPOS",
             TOKEN_OPTIONS,
             "Each row is the group of one problem's samples in the shape of Atropos' "
             "`ScoredDataGroup`: `tokens`, `masks` (`-100` on the prompt and on tracegen's "
@@ -99,8 +113,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "tokenized",
             "--tokenized",
-            TOKENIZED.builder,
-            TOKENIZED.features,
+            "tracegen.export.token_formats:TOKENIZED",
             TOKEN_OPTIONS | {"--max-length"},
             "Each row is pre-tokenized for TRL's `SFTTrainer`: `input_ids`, `attention_mask` "
             "and `assistant_masks` (1 only on the model's tokens, not on the prompt nor on "
