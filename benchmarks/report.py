@@ -21,7 +21,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.stats import measure, sample_lines
+from benchmarks.common import measure, tracegen
+from benchmarks.stats import sample_lines
 
 TARGET = 2.0
 
@@ -46,34 +47,34 @@ def main() -> None:
         write_traces(path, args.traces)
         path.read_bytes()
         size_mb = path.stat().st_size / 1e6
-        tracegen = [sys.executable, "-m", "tracegen"]
         runs = {
-            "tracegen stats --json": [*tracegen, "stats", str(path), "--json"],
-            "tracegen report -o report.html": [
-                *tracegen,
-                "report",
-                str(path),
-                "-o",
-                str(Path(tmp) / "report.html"),
-            ],
+            "tracegen stats --json": tracegen("stats", str(path), "--json"),
+            "tracegen report -o report.html": tracegen(
+                "report", str(path), "-o", str(Path(tmp) / "report.html")
+            ),
         }
         seconds: dict[str, list[float]] = {name: [] for name in runs}
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
         peak: dict[str, float] = dict.fromkeys(runs, 0.0)
         for _ in range(args.repeat):
             for name, argv in runs.items():
-                wall, rss = measure(argv)
-                seconds[name].append(wall)
-                peak[name] = max(peak[name], rss)
+                run = measure(argv)
+                seconds[name].append(run.seconds)
+                cpu[name].append(run.cpu_seconds)
+                peak[name] = max(peak[name], run.peak_rss_mb)
         page_mb = (Path(tmp) / "report.html").stat().st_size / 1e6
         print(f"{args.traces:,} traces, {size_mb:.0f} MB; report page {page_mb:.1f} MB")
         print(f"median of {args.repeat} alternating runs, 2 cores\n")
-        print(f"| {'command':<32} | {'seconds':>8} | {'runs':<24} | {'peak RSS MB':>11} |")
-        print(f"|{'-' * 34}|{'-' * 10}|{'-' * 26}|{'-' * 13}|")
+        print(
+            f"| {'command':<32} | {'seconds':>8} | {'runs':<24} | {'CPU s':>6} "
+            f"| {'peak RSS MB':>11} |"
+        )
+        print(f"|{'-' * 34}|{'-' * 10}|{'-' * 26}|{'-' * 8}|{'-' * 13}|")
         for name, values in seconds.items():
             runs_text = ", ".join(f"{v:.1f}" for v in values)
             print(
                 f"| {name:<32} | {statistics.median(values):>8.1f} | {runs_text:<24} "
-                f"| {peak[name]:>11.0f} |"
+                f"| {statistics.median(cpu[name]):>6.1f} | {peak[name]:>11.0f} |"
             )
         stats_s, report_s = (statistics.median(v) for v in seconds.values())
         ratio = report_s / stats_s

@@ -18,7 +18,7 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 import msgspec
 import orjson
@@ -39,7 +39,6 @@ _PIECE = MB
 BLOCK_BYTES = 1 << 21
 """Bytes `iter_structs` reads and decodes at once (whole lines are added to reach a newline)."""
 
-NEWLINE = ord("\n")
 LineErrorHandler = Callable[[int, str], None]
 """Called with the number of a line that could not be read and why (no FILE:LINE prefix)."""
 
@@ -265,6 +264,15 @@ def line_spans(path: str | Path, size: int) -> list[tuple[int, int | None]]:
     return [*itertools.pairwise(starts), (starts[-1], None)]
 
 
+class Block(NamedTuple, Generic[S]):
+    """Lines read by `iter_struct_blocks`: how many, their structs (bad and blank lines left
+    out), and the byte offset in the file of each struct's line."""
+
+    lines: int
+    items: list[S]
+    offsets: list[int]
+
+
 def iter_struct_blocks(
     path: str | Path,
     decoder: msgspec.json.Decoder[S],
@@ -272,10 +280,10 @@ def iter_struct_blocks(
     on_error: LineErrorHandler,
     name: str = "record",
     span: tuple[int, int | None] = (0, None),
-) -> Iterator[tuple[int, list[S]]]:
+) -> Iterator[Block[S]]:
     """The lines of ``path`` (of the byte range ``span``, see `line_spans`) decoded by
     ``decoder``, a msgspec JSON decoder of the struct the caller needs (fields it does not
-    name are skipped, never built), as ``(lines read, structs)`` a block at a time.
+    name are skipped, never built), a `Block` at a time.
 
     Blank lines are skipped. A block holding a bad line is decoded again line by line: each
     bad line is passed to ``on_error`` with its number (counted from the start of ``span``)
@@ -284,36 +292,42 @@ def iter_struct_blocks(
     valid until the next block is asked for (``bytes(raw)`` keeps a copy).
     """
     path = Path(path)
-    seen = 0
+    seen, position = 0, span[0]
     cap = max_line_bytes()
     with open_binary(path, buffered=False) as fh:
         for buf, size in _line_blocks(path, cast("io.RawIOBase", fh), *span, cap=cap):
             if buf is None:  # one line over the cap, skipped unread
                 seen += 1
                 on_error(seen, too_long(size, cap))
-                yield 1, []
+                position += size + 1
+                yield Block(1, [], [])
                 continue
-            count = _count_lines(buf, size)
+            starts = _line_starts(buf, size)
             block = memoryview(buf)[:size]
             try:
                 items = decoder.decode_lines(block)
             except msgspec.MsgspecError:
                 items = []
-            if len(items) != count:
-                items = list(_decode_each(bytes(block), decoder, seen, on_error, name))
-            seen += count
-            yield count, items
+            if len(items) == len(starts):
+                offsets = [position + start for start in starts]
+            else:
+                decoded = list(_decode_each(bytes(block), decoder, seen, on_error, name))
+                items = [item for _, item in decoded]
+                offsets = [position + starts[index] for index, _ in decoded]
+            seen += len(starts)
+            position += size
+            yield Block(len(starts), items, offsets)
 
 
-def _count_lines(buf: bytearray, size: int) -> int:
-    """Lines in the first ``size`` bytes of ``buf`` (a find per line: faster than
-    ``bytearray.count`` for lines of a few hundred bytes and more)."""
-    count = int(buf[size - 1] != NEWLINE)
-    at = buf.find(b"\n", 0, size)
+def _line_starts(buf: bytearray, size: int) -> list[int]:
+    """Where each line of the first ``size`` bytes of ``buf`` starts (a find per line:
+    faster than splitting for lines of a few hundred bytes and more)."""
+    starts = [0]
+    at = buf.find(b"\n", 0, size - 1)
     while at >= 0:
-        count += 1
-        at = buf.find(b"\n", at + 1, size)
-    return count
+        starts.append(at + 1)
+        at = buf.find(b"\n", at + 1, size - 1)
+    return starts
 
 
 def _line_blocks(
@@ -387,17 +401,18 @@ def _decode_each(
     first: int,
     on_error: LineErrorHandler,
     name: str,
-) -> Iterator[S]:
+) -> Iterator[tuple[int, S]]:
+    """Each good line of ``block`` as ``(its index in the block, struct)``."""
     lines = block.split(b"\n")
     if block.endswith(b"\n"):
         lines.pop()
-    for lineno, raw in enumerate(lines, first + 1):
+    for index, raw in enumerate(lines):
         if not raw or raw.isspace():
             continue
         try:
-            yield decoder.decode(raw)
+            yield index, decoder.decode(raw)
         except msgspec.MsgspecError as e:
-            on_error(lineno, explain(e, name))
+            on_error(first + index + 1, explain(e, name))
 
 
 def explain(err: msgspec.MsgspecError, name: str = "record") -> str:

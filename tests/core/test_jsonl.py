@@ -4,10 +4,19 @@ import gzip
 import os
 import resource
 
+import msgspec
 import pytest
 
+from tracegen import jsonl
 from tracegen.errors import InputFileError, JsonlError, OutputError
-from tracegen.jsonl import JsonlWriter, iter_lines, iter_records, repair_tail
+from tracegen.jsonl import (
+    JsonlWriter,
+    iter_lines,
+    iter_records,
+    iter_struct_blocks,
+    line_spans,
+    repair_tail,
+)
 from tracegen.schema import Trace
 
 
@@ -150,3 +159,51 @@ def test_a_fifo_is_written_as_a_stream_and_one_nobody_reads_is_an_error(tmp_path
         assert os.read(reader, 100) == b'{"a":1}\n'
     finally:
         os.close(reader)
+
+
+class _A(msgspec.Struct):
+    a: int
+
+
+@pytest.mark.parametrize("block_bytes", [1 << 21, 24])
+def test_struct_blocks_give_every_line_read_its_byte_offset(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, block_bytes: int
+) -> None:
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", block_bytes)
+    path = tmp_path / "t.jsonl"
+    lines = [b'{"a": 1}', b"", b"not json", b'{"a": 22}', b"   ", b'{"a": "x"}', b'{"a": 333}']
+    path.write_bytes(b"\n".join(lines))
+    data = path.read_bytes()
+    good = [
+        (offset, int(line[6:-1]))
+        for offset, line in zip(_starts(lines), lines, strict=True)
+        if line[6:-1].isdigit()
+    ]
+    lines_read, bad, _ = _read_blocks(path, (0, None))
+    assert (lines_read, bad) == (7, [3, 6])
+    for start, end in (0, None), *line_spans(path, 12):
+        stop = len(data) if end is None else end
+        assert _read_blocks(path, (start, end))[2] == [g for g in good if start <= g[0] < stop]
+    for offset, a in good:
+        assert data[offset:].startswith(b'{"a": %d}' % a)
+
+
+def _read_blocks(
+    path, span: tuple[int, int | None]
+) -> tuple[int, list[int], list[tuple[int, int]]]:
+    """Lines read, bad line numbers, and (offset, a) of each struct of ``span``."""
+    bad: list[int] = []
+    blocks = list(
+        iter_struct_blocks(
+            path, msgspec.json.Decoder(_A), on_error=lambda n, _: bad.append(n), span=span
+        )
+    )
+    read = [(o, item.a) for b in blocks for item, o in zip(b.items, b.offsets, strict=True)]
+    return sum(b.lines for b in blocks), bad, read
+
+
+def _starts(lines: list[bytes]) -> list[int]:
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    return starts

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+import random
 import re
 import subprocess
 import sys
@@ -11,9 +13,13 @@ import orjson
 import pytest
 
 from tests.support.traces import MODES, every_mode_and_failure, write_traces
+from tracegen.jsonl import line_spans
 from tracegen.schema import TokenRequest
+from tracegen.views import stats as stats_module
+from tracegen.views.report import facts as facts_module
 from tracegen.views.report.build import build_report
-from tracegen.views.report.facts import outcome
+from tracegen.views.report.facts import HASHES, ReportFacts, ReportLine, outcome
+from tracegen.views.stats import collect_with
 
 
 def _tracegen(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -161,3 +167,57 @@ def test_token_id_coverage_counts_tokens_and_requests_that_carry_ids(tmp_path: P
     page = build_report([str(write_traces(tmp_path / "t.jsonl", traces))])
     assert f"tokens with a token id: {len(tokens)}/{all_tokens}" in page
     assert "1 traces record prompt and completion ids per request" in page
+
+
+def _facts(path: Path, workers: int) -> tuple[object, ...]:
+    tally = functools.partial(ReportFacts, sample_size=5, logprob_cut=HASHES // 2)
+    stats, facts = collect_with([path], tally, ReportLine, by="mode", workers=workers)
+    return (
+        stats.to_json(),
+        dict(facts.by_mode),
+        dict(facts.by_model),
+        facts.reward,
+        facts.failure_kinds,
+        [(turn, round(mean, 9), n) for turn, mean, n in facts.mean_logprob_by_turn()],
+        (facts.tokens, facts.tokens_with_id, facts.logprob_traces, facts.logprob_traces_read),
+        {key: (s.seen, s.kept) for key, s in facts.strata.items()},
+        facts.sample_positions(random.Random(0)),
+    )
+
+
+def test_a_large_file_gives_the_same_report_counts_however_it_is_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_traces(tmp_path / "t.jsonl", every_mode_and_failure() * 30)
+    whole = _facts(path, workers=1)
+    monkeypatch.setattr(stats_module, "SPAN_BYTES", 20_000)
+    assert len(line_spans(path, stats_module.SPAN_BYTES)) > 4
+    assert _facts(path, workers=1) == whole
+    assert _facts(path, workers=2) == whole
+    assert 0 < whole[6][3] < whole[6][2]  # half the traces with logprobs have their tokens read
+
+
+def test_a_large_file_has_the_tokens_of_a_share_of_its_traces_counted_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traces = every_mode_and_failure() * 20
+    path = write_traces(tmp_path / "t.jsonl", traces)
+    size = path.stat().st_size
+    monkeypatch.setattr(facts_module, "LOGPROB_BYTES", size // 3)
+    cut = facts_module.logprob_cut(size)
+    offsets = [0]
+    for line in path.read_bytes().splitlines(keepends=True)[:-1]:
+        offsets.append(offsets[-1] + len(line))
+    read = [
+        t
+        for t, offset in zip(traces, offsets, strict=True)
+        if t.logprobs and facts_module._key((0, offset)) < cut
+    ]
+    with_logprobs = sum(bool(t.logprobs) for t in traces)
+    assert 0 < len(read) < with_logprobs
+    page = build_report([str(path)])
+    note = f"of {len(read):,} traces drawn at random among the {with_logprobs:,} with logprobs"
+    assert note in page
+    tokens = [token for t in read for turn in t.logprobs for token in turn.tokens]
+    with_id = sum(token.id is not None for token in tokens)
+    assert f"tokens with a token id: {with_id:,}/{len(tokens):,} {note}" in page

@@ -25,6 +25,7 @@ from tracegen.schema import Problem
 Located = tuple[str, Problem]
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_YAML_DEPTH = 100
+_TOO_DEEP = f"YAML nested more than {MAX_YAML_DEPTH} deep"
 MAX_ALIAS_NODES = 100_000
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
@@ -78,7 +79,7 @@ def _check_yaml_shape(text: str, path: Path) -> None:
         where = f"{path}:{event.start_mark.line + 1}" if event.start_mark else str(path)
         if isinstance(event, _OPEN):
             if len(open_nodes) >= MAX_YAML_DEPTH:
-                raise ProblemFileError(f"{where}: YAML nested more than {MAX_YAML_DEPTH} deep")
+                raise ProblemFileError(f"{where}: {_TOO_DEEP}")
             open_nodes.append((event.anchor, 1))
             continue
         if isinstance(event, _CLOSE):
@@ -122,6 +123,8 @@ def _yaml_items(path: Path) -> tuple[list[Any], list[str]]:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         reason = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if "maximum nesting depth" in reason:  # libyaml's own limit, met while scanning ahead
+            raise ProblemFileError(f"{where}: {_TOO_DEEP}") from None
         raise ProblemFileError(f"{where}: not valid YAML: {reason}") from None
     finally:
         loader.dispose()

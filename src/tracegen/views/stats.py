@@ -8,7 +8,9 @@ FILE:LINE and counted, never a crash.
 
 Large files are cut into spans of `SPAN_BYTES` on line boundaries; each span is counted on
 its own (in parallel on every core when there are several) and the counts are merged in
-file order, so the result does not depend on how many processes did the work. Distributions
+file order, so the result does not depend on how many processes did the work. A caller may
+count more in the same pass (`collect_with`: `tracegen report`), from a struct that extends
+`TraceFacts`, with each line's position. Distributions
 are kept as value counts (latency rounded to the millisecond), so memory stays flat as files
 grow; median and p90 interpolate linearly between closest ranks, like ``numpy.quantile``.
 """
@@ -23,13 +25,14 @@ import os
 import signal
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from multiprocessing import get_all_start_methods, get_context
 from operator import attrgetter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, Self, TypeVar, cast
 
 import msgspec
 
@@ -112,6 +115,26 @@ class TraceFacts(msgspec.Struct, gc=False):
 
 TRACE_NAME = "tracegen.trace/1 record"
 DECODER = msgspec.json.Decoder(TraceFacts)
+Position = tuple[int, int]
+"""A line's file (its index among the files read) and byte offset."""
+
+
+class Tally(Protocol):
+    """What a caller counts beside `Stats` in the same pass, a span at a time."""
+
+    def add(self, facts: Any, position: Position) -> None: ...
+
+    def merge(self, other: Self) -> None: ...
+
+
+T = TypeVar("T", bound=Tally)
+
+
+@cache
+def _decoder(line: type[TraceFacts]) -> msgspec.json.Decoder[TraceFacts]:
+    return DECODER if line is TraceFacts else msgspec.json.Decoder(line)
+
+
 _NO_METRICS = MetricFacts()
 _METRIC_VALUES = attrgetter(*METRICS)
 _COUNTED_VALUES = attrgetter(*COUNTED)
@@ -340,31 +363,46 @@ class _Part:
     """The counts of one span of a file, with the first bad lines (numbered within it)."""
 
     stats: Stats
+    tally: Tally | None = None
     lines: int = 0
     bad: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """How to count a span: the same for every span of a pass."""
+
+    by: str | None
+    strict: bool
+    line: type[TraceFacts] = TraceFacts
+    tally: Callable[[], Tally] | None = None
 
 
 class _Stop(Exception):
     """The first bad line of a span read with --strict: no need to read on."""
 
 
-def _count_span(path: Path, span: tuple[int, int | None], by: str | None, strict: bool) -> _Part:
-    part = _Part(Stats(by=by))
+def _count_span(file: int, path: Path, span: tuple[int, int | None], job: _Job) -> _Part:
+    part = _Part(Stats(by=job.by), job.tally() if job.tally else None)
 
     def bad_line(lineno: int, reason: str) -> None:
         part.stats.malformed += 1
         if len(part.bad) < MAX_REPORTED:
             part.bad.append((lineno, reason))
-        if strict:
+        if job.strict:
             raise _Stop
 
-    add = part.stats.add
-    blocks = iter_struct_blocks(path, DECODER, on_error=bad_line, name=TRACE_NAME, span=span)
+    add, tally = part.stats.add, part.tally
+    decoder = _decoder(job.line)
+    blocks = iter_struct_blocks(path, decoder, on_error=bad_line, name=TRACE_NAME, span=span)
     try:
-        for lines, traces in blocks:
-            for facts in traces:
+        for block in blocks:
+            for facts in block.items:
                 add(facts)
-            part.lines += lines
+            if tally is not None:
+                for facts, offset in zip(block.items, block.offsets, strict=True):
+                    tally.add(facts, (file, offset))
+            part.lines += block.lines
     except _Stop:
         pass
     return part
@@ -381,20 +419,19 @@ def _cores() -> int:
 
 
 def _parts(
-    jobs: list[tuple[Path, tuple[int, int | None]]], by: str | None, strict: bool, workers: int
+    spans: list[tuple[int, Path, tuple[int, int | None]]], job: _Job, workers: int
 ) -> Generator[_Part, None, None]:
     """The counts of each span, in order: here, or on ``workers`` processes."""
-    if workers <= 1 or len(jobs) <= 1:
-        for path, span in jobs:
-            yield _count_span(path, span, by, strict)
+    if workers <= 1 or len(spans) <= 1:
+        for file, path, span in spans:
+            yield _count_span(file, path, span, job)
         return
     context = get_context("fork") if "fork" in get_all_start_methods() else None
     pool = ProcessPoolExecutor(
-        min(workers, len(jobs)), mp_context=context, initializer=_ignore_interrupts
+        min(workers, len(spans)), mp_context=context, initializer=_ignore_interrupts
     )
     try:
-        n = len(jobs)
-        yield from pool.map(_count_span, *zip(*jobs, strict=True), [by] * n, [strict] * n)
+        yield from pool.map(_count_span, *zip(*spans, strict=True), [job] * len(spans))
     finally:
         pool.shutdown(cancel_futures=True)
 
@@ -405,14 +442,39 @@ def collect(
     """Read every line of ``paths`` once and count, on ``workers`` processes (default: one
     per core, when the files are large enough to be cut into several spans). The result is
     the same whatever the number of processes."""
+    return _collect(paths, _Job(by, strict), workers)[0]
+
+
+def collect_with(
+    paths: list[Path],
+    tally: Callable[[], T],
+    line: type[TraceFacts],
+    *,
+    by: str | None = None,
+    strict: bool = False,
+    workers: int | None = None,
+) -> tuple[Stats, T]:
+    """`collect`, and in the same pass a ``tally()`` per span of every trace read as ``line``
+    (`TraceFacts` or a struct extending it), merged in file order."""
+    stats, counted = _collect(paths, _Job(by, strict, line, tally), workers)
+    return stats, cast(T, counted)
+
+
+def _collect(paths: list[Path], job: _Job, workers: int | None) -> tuple[Stats, Tally | None]:
+    by, strict = job.by, job.strict
     if by is not None and by not in BY_KEYS:
         raise ConfigError(f"--by: expected one of {', '.join(BY_KEYS)}, got {by!r}")
     stats = Stats(by=by, files=[str(p) for p in paths])
+    tally = job.tally() if job.tally else None
     spans = [line_spans(path, SPAN_BYTES) for path in paths]
-    jobs = [(path, span) for path, cuts in zip(paths, spans, strict=True) for span in cuts]
+    jobs = [
+        (file, path, span)
+        for file, (path, cuts) in enumerate(zip(paths, spans, strict=True))
+        for span in cuts
+    ]
     workers = _cores() if workers is None else workers
     reported = 0
-    with contextlib.closing(_parts(jobs, by, strict, workers)) as parts:
+    with contextlib.closing(_parts(jobs, job, workers)) as parts:
         for path, cuts in zip(paths, spans, strict=True):
             before = 0
             for part in itertools.islice(parts, len(cuts)):
@@ -425,12 +487,14 @@ def collect(
                         reported += 1
                 before += part.lines
                 stats.merge(part.stats)
+                if tally is not None and part.tally is not None:
+                    tally.merge(part.tally)
     hidden = stats.malformed - reported
     if hidden > 0:
         print(f"tracegen: warning: … and {hidden} more malformed lines", file=sys.stderr)
     if stats.total.traces == 0 and stats.malformed == 0:
         raise InputFileError(f"{', '.join(map(str, paths))}: holds no traces")
-    return stats
+    return stats, tally
 
 
 def stats_command(

@@ -14,6 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tracegen.views.numbers import num, pct
+
 BARS = "▁▂▃▄▅▆▇█"
 HISTOGRAM_BINS = 12
 RATE_WIDTH = 20
@@ -43,20 +45,6 @@ def rate_bar(rate: float | None) -> str:
         return ""
     full = round(rate * RATE_WIDTH)
     return "█" * full + "░" * (RATE_WIDTH - full)
-
-
-def num(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return f"{int(value):,}"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.2f}"
-
-
-def pct(rate: float | None) -> str:
-    return "–" if rate is None else f"{rate:.1%}"
 
 
 def _summary(data: dict[str, Any]) -> Table:

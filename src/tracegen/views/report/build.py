@@ -1,40 +1,37 @@
-"""Build the report: `stats`' numbers and the report's own counts, read side by side.
-
-`collect` (the stats pass) runs in this process while `collect_facts` (the report's pass)
-runs in a forked child, so on two cores the report costs about one pass over the files.
-"""
+"""Build the report: `stats`' numbers and the report's own counts, in one pass over the
+files (on every core when they are large, as for `stats`), then the traces embedded for
+browsing."""
 
 from __future__ import annotations
 
-import multiprocessing
+import functools
 import random
 import sys
 from pathlib import Path
 
 from tracegen.errors import ConfigError, OutputError
-from tracegen.views.report.facts import collect_facts
+from tracegen.views.report.facts import ReportFacts, ReportLine, logprob_cut
 from tracegen.views.report.page import render_page
 from tracegen.views.report.sample import read_sample
-from tracegen.views.stats import collect, expand_files
+from tracegen.views.stats import collect_with, expand_files
 
 DEFAULT_SAMPLE = 400
-PARALLEL_BYTES = 8 << 20
 
 
-def build_report(files: list[str], *, sample: int = DEFAULT_SAMPLE, strict: bool = False) -> str:
+def build_report(
+    files: list[str],
+    *,
+    sample: int = DEFAULT_SAMPLE,
+    strict: bool = False,
+    workers: int | None = None,
+) -> str:
     """The report page of ``files`` (paths or globs) as HTML text."""
     if sample < 0:
         raise ConfigError(f"--sample: expected 0 or more, got {sample}")
     paths = expand_files(files)
-    small = sum(p.stat().st_size for p in paths) < PARALLEL_BYTES
-    if small or sys.platform != "linux":
-        stats = collect(paths, by="mode", strict=strict)
-        facts = collect_facts(paths, sample)
-    else:
-        with multiprocessing.get_context("fork").Pool(1) as pool:
-            pending = pool.apply_async(collect_facts, (paths, sample))
-            stats = collect(paths, by="mode", strict=strict)
-            facts = pending.get()
+    cut = logprob_cut(sum(p.stat().st_size for p in paths))
+    tally = functools.partial(ReportFacts, sample_size=sample, logprob_cut=cut)
+    stats, facts = collect_with(paths, tally, ReportLine, by="mode", strict=strict, workers=workers)
     records = read_sample(paths, facts.sample_positions(random.Random(0)))
     return render_page(stats, facts, records)
 

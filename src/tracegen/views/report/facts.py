@@ -1,62 +1,55 @@
-"""What `tracegen report` counts beyond `tracegen stats`, in one streaming pass.
+"""What `tracegen report` counts beyond `tracegen stats`, in the same streaming pass.
 
-Each line is decoded with msgspec into a struct holding only the fields counted here (the
-conversation, steps and most of each logprob entry are skipped without building objects).
-A line that does not decode, or is not a trace, is skipped: `stats` reports and counts it.
-Besides the counts, the pass keeps a uniform sample of line positions (file, byte offset)
-per (mode, outcome), so the page can embed a bounded sample of traces for browsing.
+Each trace is read as `ReportLine`, `stats`' struct with the few fields more that the
+report counts; logprobs, most of a file's bytes, are only read for a share of the traces
+that carry them, drawn by a hash of their position (all of them when the files are smaller
+than `LOGPROB_BYTES`): the mean token logprob per turn and the share of tokens with an id
+are counted over their tokens. The pass also keeps, per (mode, outcome), a bounded uniform
+sample of line positions (file, byte offset) for the page's trace browser: the positions
+of smallest hash. Both are the same however the files were cut among processes.
 """
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from operator import attrgetter
-from pathlib import Path
 
 import msgspec
 
-from tracegen.jsonl import iter_raw_lines_at
-from tracegen.schema import TRACE_SCHEMA
+from tracegen.views.stats import Position, TraceFacts
 
 OUTCOMES = ("ideal", "success", "failed", "error")
 MAX_TURN = 12
-Position = tuple[int, int]
+LOGPROB_BYTES = 50_000_000
+"""Files larger than this have the tokens of only this share of their traces counted."""
+HASHES = 1 << 64
 
 
-class _Token(msgspec.Struct):
+class _Verdict(msgspec.Struct, gc=False):
+    status: str = "?"
+
+
+class ReportLine(TraceFacts, gc=False):
+    """`TraceFacts` and what the report counts besides."""
+
+    reward: float = 0.0
+    verdict: _Verdict | None = None
+
+
+class _Token(msgspec.Struct, gc=False):
     logprob: float = 0.0
     id: int | None = None
 
 
-class _Turn(msgspec.Struct):
+class _Turn(msgspec.Struct, gc=False):
     tokens: list[_Token] = []
 
 
-class _Error(msgspec.Struct):
-    kind: str = "?"
-    reason: str = "?"
-
-
-class _Verdict(msgspec.Struct):
-    status: str = "?"
-
-
-class _Line(msgspec.Struct):
-    schema: str = ""
-    mode: str = ""
-    model: str = ""
-    success: bool = False
-    is_ideal: bool = False
-    reward: float = 0.0
-    verdict: _Verdict | None = None
-    error: _Error | None = None
-    logprobs: list[_Turn] = []
-    token_requests: list[msgspec.Raw] = []
-
-
-_DECODER = msgspec.json.Decoder(_Line)
+_TURN = msgspec.json.Decoder(_Turn)
 _LOGPROB = attrgetter("logprob")
 _ID = attrgetter("id")
 
@@ -90,23 +83,48 @@ class Rates:
         self.success += success
         self.ideal += ideal
 
+    def merge(self, other: Rates) -> None:
+        self.traces += other.traces
+        self.success += other.success
+        self.ideal += other.ideal
+
+
+def logprob_cut(total_bytes: int) -> int:
+    """The hashes of the positions whose logprobs are counted are below this."""
+    return HASHES if total_bytes <= LOGPROB_BYTES else HASHES * LOGPROB_BYTES // total_bytes
+
+
+def _key(position: Position) -> int:
+    return int.from_bytes(blake2b(b"%d:%d" % position, digest_size=8).digest())
+
 
 @dataclass
-class Reservoir:
-    """A uniform sample of at most ``size`` positions out of ``seen`` (Algorithm R)."""
+class Sample:
+    """A uniform sample of at most ``size`` positions out of ``seen``: those whose hash is
+    smallest, kept as a heap of ``(-hash, position)``."""
 
     size: int
     seen: int = 0
-    kept: list[Position] = field(default_factory=list)
+    heap: list[tuple[int, Position]] = field(default_factory=list)
 
-    def offer(self, position: Position, rng: random.Random) -> None:
+    def offer(self, position: Position) -> None:
         self.seen += 1
-        if len(self.kept) < self.size:
-            self.kept.append(position)
-            return
-        slot = rng.randrange(self.seen)
-        if slot < self.size:
-            self.kept[slot] = position
+        self._keep(-_key(position), position)
+
+    def _keep(self, key: int, position: Position) -> None:
+        if len(self.heap) < self.size:
+            heapq.heappush(self.heap, (key, position))
+        elif self.heap and key > self.heap[0][0]:
+            heapq.heapreplace(self.heap, (key, position))
+
+    def merge(self, other: Sample) -> None:
+        self.seen += other.seen
+        for key, position in other.heap:
+            self._keep(key, position)
+
+    @property
+    def kept(self) -> list[Position]:
+        return sorted(position for _, position in self.heap)
 
 
 @dataclass
@@ -114,6 +132,7 @@ class ReportFacts:
     """Counts the plots need that `Stats` does not keep, and the browsing sample's positions."""
 
     sample_size: int
+    logprob_cut: int = HASHES
     traces: int = 0
     by_mode: dict[str, Rates] = field(default_factory=lambda: defaultdict(Rates))
     by_model: dict[str, Rates] = field(default_factory=lambda: defaultdict(Rates))
@@ -125,9 +144,11 @@ class ReportFacts:
     tokens: int = 0
     tokens_with_id: int = 0
     traces_with_token_requests: int = 0
-    strata: dict[tuple[str, str], Reservoir] = field(default_factory=dict)
+    logprob_traces: int = 0
+    logprob_traces_read: int = 0
+    strata: dict[tuple[str, str], Sample] = field(default_factory=dict)
 
-    def add(self, line: _Line, position: Position, rng: random.Random) -> None:
+    def add(self, line: ReportLine, position: Position) -> None:
         self.traces += 1
         self.by_mode[line.mode].add(line.success, line.is_ideal)
         self.by_model[line.model].add(line.success, line.is_ideal)
@@ -138,19 +159,48 @@ class ReportFacts:
         if kind:
             self.failure_kinds[kind] += 1
         self.traces_with_token_requests += bool(line.token_requests)
-        for index, turn in enumerate(line.logprobs):
-            tokens = turn.tokens
+        if line.logprobs:
+            self.logprob_traces += 1
+            if _key(position) < self.logprob_cut:
+                self.logprob_traces_read += 1
+                self._count_tokens(line.logprobs)
+        key = (line.mode, outcome(line.success, line.is_ideal, line.error is not None))
+        stratum = self.strata.get(key)
+        if stratum is None:
+            stratum = self.strata[key] = Sample(self.sample_size)
+        stratum.offer(position)
+
+    def merge(self, other: ReportFacts) -> None:
+        """Add the counts of ``other``, a later part of the same files."""
+        self.traces += other.traces
+        for mine, theirs in ((self.by_mode, other.by_mode), (self.by_model, other.by_model)):
+            for name, rates in theirs.items():
+                mine[name].merge(rates)
+        self.reward.update(other.reward)
+        self.failure_kinds.update(other.failure_kinds)
+        self.traces_with_token_requests += other.traces_with_token_requests
+        self.logprob_traces += other.logprob_traces
+        self.logprob_traces_read += other.logprob_traces_read
+        self.tokens += other.tokens
+        self.tokens_with_id += other.tokens_with_id
+        self.turn_logprob_sum.update(other.turn_logprob_sum)
+        self.turn_tokens.update(other.turn_tokens)
+        self.turns_by_index.update(other.turns_by_index)
+        for key, stratum in other.strata.items():
+            self.strata.setdefault(key, Sample(self.sample_size)).merge(stratum)
+
+    def _count_tokens(self, turns: list[msgspec.Raw]) -> None:
+        for index, raw in enumerate(turns):
+            try:
+                tokens = _TURN.decode(raw).tokens
+            except msgspec.DecodeError:  # a trace for stats, with logprobs not worth a crash
+                continue
             self.tokens += len(tokens)
             self.tokens_with_id += len(tokens) - list(map(_ID, tokens)).count(None)
             if index < MAX_TURN:
                 self.turns_by_index[index] += 1
                 self.turn_tokens[index] += len(tokens)
                 self.turn_logprob_sum[index] += sum(map(_LOGPROB, tokens))
-        key = (line.mode, outcome(line.success, line.is_ideal, line.error is not None))
-        reservoir = self.strata.get(key)
-        if reservoir is None:
-            reservoir = self.strata[key] = Reservoir(self.sample_size)
-        reservoir.offer(position, rng)
 
     def mean_logprob_by_turn(self) -> list[tuple[int, float, int]]:
         """(turn number from 1, mean token logprob, turns counted) for each turn index."""
@@ -164,25 +214,10 @@ class ReportFacts:
         """At most ``sample_size`` positions, shared fairly among the (mode, outcome) strata:
         each gets an equal share, and what a small stratum cannot use goes to the others."""
         left = self.sample_size
-        pools = sorted(self.strata.values(), key=lambda r: len(r.kept))
+        pools = sorted((s.kept for s in self.strata.values()), key=lambda kept: (len(kept), kept))
         chosen: list[Position] = []
-        for n, reservoir in enumerate(pools):
-            share = min(left // (len(pools) - n), len(reservoir.kept))
-            chosen += rng.sample(reservoir.kept, share)
+        for n, kept in enumerate(pools):
+            share = min(left // (len(pools) - n), len(kept))
+            chosen += rng.sample(kept, share)
             left -= share
         return sorted(chosen)
-
-
-def collect_facts(paths: list[Path], sample_size: int, seed: int = 0) -> ReportFacts:
-    """Read every line of ``paths`` once and count what the report adds to `stats`."""
-    facts = ReportFacts(sample_size=sample_size)
-    rng = random.Random(seed)
-    for file_index, path in enumerate(paths):
-        for _, offset, raw in iter_raw_lines_at(path):
-            try:
-                line = _DECODER.decode(raw)
-            except msgspec.DecodeError:
-                continue
-            if line.schema == TRACE_SCHEMA:
-                facts.add(line, (file_index, offset), rng)
-    return facts

@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 
 from tracegen import __version__
+from tracegen.views.numbers import num, pct
 from tracegen.views.report.facts import Rates, ReportFacts
 from tracegen.views.report.svg import Series, columns, hbars, histogram, percent
 from tracegen.views.stats import Stats
-from tracegen.views.stats_table import num, pct
 
 SUCCESS, IDEAL, FAILED, ERROR = "#2e9e5b", "#4f6bed", "#d9534f", "#e8833a"
 NEUTRAL, WARM = "#3a7ca5", "#8e6cc8"
@@ -161,6 +161,14 @@ def _problems(data: dict[str, Any]) -> str:
     return _plot("Success per problem", chart, note, wide=True, scroll=True)
 
 
+def _over_sample(facts: ReportFacts) -> str:
+    """Where the token counts come from, when not from every trace."""
+    read, seen = facts.logprob_traces_read, facts.logprob_traces
+    if read == seen:
+        return ""
+    return f" of {read:,} traces drawn at random among the {seen:,} with logprobs"
+
+
 def _logprobs(data: dict[str, Any], facts: ReportFacts) -> str:
     lp = data["logprobs"]
     traces = max(data["traces"], 1)
@@ -173,7 +181,7 @@ def _logprobs(data: dict[str, Any], facts: ReportFacts) -> str:
     ids = facts.tokens_with_id
     coverage_note = (
         f"assistant turns with logprobs: {covered}/{turns}; "
-        f"tokens with a token id: {ids:,}/{facts.tokens:,}"
+        f"tokens with a token id: {ids:,}/{facts.tokens:,}{_over_sample(facts)}"
     )
     coverage_chart = hbars(
         [(k, v / traces, tip) for k, v, tip in coverage],
@@ -206,7 +214,10 @@ def _logprobs(data: dict[str, Any], facts: ReportFacts) -> str:
             title="mean token logprob per turn",
         )
         counted = ", ".join(f"turn {t}: {n:,}" for t, _, n in by_turn[:6])
-        turn_note = f"over every token of the assistant turns with logprobs ({counted})"
+        turn_note = (
+            f"over every token of the assistant turns with logprobs{_over_sample(facts)}"
+            f" ({counted})"
+        )
     else:
         turn_chart, turn_note = _empty("no trace carries logprobs"), ""
     return _plot("Logprob and token id coverage", coverage_chart, coverage_note) + _plot(

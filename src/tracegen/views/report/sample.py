@@ -14,7 +14,8 @@ import orjson
 from tracegen.errors import JsonlError
 from tracegen.jsonl import open_binary, validate
 from tracegen.schema import ChatMessage, Trace
-from tracegen.views.report.facts import Position, failure_kind, outcome
+from tracegen.views.report.facts import failure_kind, outcome
+from tracegen.views.stats import Position
 
 MAX_TEXT = 20_000
 
