@@ -10,9 +10,9 @@ Large files are cut into spans of `SPAN_BYTES` on line boundaries; each span is 
 its own (in parallel on every core when there are several) and the counts are merged in
 file order, so the result does not depend on how many processes did the work. A caller may
 count more in the same pass (`collect_with`: `tracegen report`), from a struct that extends
-`TraceFacts`, with each line's position. Distributions
-are kept as value counts (latency rounded to the millisecond), so memory stays flat as files
-grow; median and p90 interpolate linearly between closest ranks, like ``numpy.quantile``.
+`TraceFacts`, with each line's position. Distributions are kept as value counts (latency
+rounded to the millisecond), so memory stays flat as files grow; median and p90 interpolate
+linearly between closest ranks, like ``numpy.quantile``.
 """
 
 from __future__ import annotations

@@ -18,20 +18,14 @@ from tracegen.views.stats import collect_with, expand_files
 DEFAULT_SAMPLE = 400
 
 
-def build_report(
-    files: list[str],
-    *,
-    sample: int = DEFAULT_SAMPLE,
-    strict: bool = False,
-    workers: int | None = None,
-) -> str:
+def build_report(files: list[str], *, sample: int = DEFAULT_SAMPLE, strict: bool = False) -> str:
     """The report page of ``files`` (paths or globs) as HTML text."""
     if sample < 0:
         raise ConfigError(f"--sample: expected 0 or more, got {sample}")
     paths = expand_files(files)
     cut = logprob_cut(sum(p.stat().st_size for p in paths))
     tally = functools.partial(ReportFacts, sample_size=sample, logprob_cut=cut)
-    stats, facts = collect_with(paths, tally, ReportLine, by="mode", strict=strict, workers=workers)
+    stats, facts = collect_with(paths, tally, ReportLine, by="mode", strict=strict)
     records = read_sample(paths, facts.sample_positions(random.Random(0)))
     return render_page(stats, facts, records)
 
