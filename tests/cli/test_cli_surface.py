@@ -4,23 +4,18 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from tracegen.cli import app
 
-COMMANDS = [
-    "run",
-    "convert",
-    "stats",
-    "show",
-    "report",
-    "dedup",
-    "decontaminate",
-    "verify",
-    "problems",
-    "doctor",
-]
+COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+"""Every command the app has, read from the app itself."""
 runner = CliRunner()
+
+
+def test_the_app_has_the_commands_a_user_knows():
+    assert {"run", "convert", "stats", "merge", "status", "doctor"} <= set(COMMANDS)
 
 
 def test_help_lists_every_command_with_one_line_each():

@@ -27,6 +27,7 @@ from tracegen.generate.shards import (
 )
 from tracegen.jsonl import special_file_warning
 from tracegen.llm.factory import choose_backend, local_backend, open_pool
+from tracegen.llm.packaged import DEFAULT_MODEL
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
 from tracegen.problems import load_problems
@@ -62,6 +63,13 @@ async def _run(settings: RunSettings) -> int:
         settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
     )
     settings = await choose_backend(settings, reporter.info)
+    if starts_small(settings):
+        settings = settings.model_copy(update={"problems": STARTER_PROBLEMS})
+        problems = load_problems(STARTER_PROBLEMS, limit=settings.limit)
+        reporter.info(
+            f"no problems named: the {len(problems)} {STARTER_PROBLEMS} problems, sized for "
+            f"{DEFAULT_MODEL} (--problems builtin, humaneval… for more)"
+        )
     runs_in_process(settings, executor)
     settings = constrained(settings, mode.constrain_auto)
     local = local_backend(settings) if settings.backend == "local" else None
@@ -123,6 +131,20 @@ async def _run(settings: RunSettings) -> int:
         mark_done(output, *shard)
         reporter.info(f"shard {shard[0]} is done: {output}")
     return status
+
+
+STARTER_PROBLEMS = "starter"
+"""The problem set of a first run: small functions the default embedded model can write."""
+
+
+def starts_small(settings: RunSettings) -> bool:
+    """Whether this is a first run: the default embedded model, and no problems named."""
+    return (
+        settings.backend == "local"
+        and settings.model == DEFAULT_MODEL
+        and "problems" not in settings.model_fields_set
+        and not settings.problem_ids
+    )
 
 
 def constrained(settings: RunSettings, measured: bool) -> RunSettings:

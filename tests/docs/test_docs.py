@@ -1,0 +1,108 @@
+"""The documentation: a short README, a site that builds strictly, links and commands that
+stay true."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from tracegen.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.rglob("*.md"))
+RUNNABLE = "<!-- runnable -->"
+COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def cli_reference() -> str:
+    spec = importlib.util.spec_from_file_location("cli_reference", DOCS / "hooks/cli_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.cli_reference())
+
+
+def runnable_blocks() -> list[tuple[str, str]]:
+    """``(page:line, script)`` of every fenced block right after a ``<!-- runnable -->`` line."""
+    blocks = []
+    for page in [ROOT / "README.md", *PAGES]:
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.strip() != RUNNABLE:
+                continue
+            assert lines[i + 1].startswith("```"), f"{page.name}:{i + 1}: no code block follows"
+            end = lines.index("```", i + 2)
+            blocks.append((f"{page.relative_to(ROOT)}:{i + 2}", "\n".join(lines[i + 2 : end])))
+    return blocks
+
+
+def test_readme_is_short():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_readme_links_name_files_that_exist():
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(((?!https?:)[^)#]+)", text)
+    assert targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert missing == []
+
+
+def test_commands_page_has_a_section_for_every_command():
+    text = (DOCS / "commands.md").read_text()
+    missing = [c for c in COMMANDS if f"## `tracegen {c}`" not in text]
+    assert missing == []
+
+
+def test_cli_reference_is_generated_for_every_command():
+    reference = cli_reference()
+    for command in COMMANDS:
+        assert f"## `tracegen {command}`" in reference
+    assert "--num-samples" in reference  # options come with their help
+
+
+def test_the_pages_have_runnable_examples():
+    assert len(runnable_blocks()) >= 2
+
+
+@pytest.mark.slow
+def test_site_builds_strictly(tmp_path):
+    mkdocs = shutil.which("mkdocs")
+    if mkdocs is None:
+        pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    out = subprocess.run(
+        [mkdocs, "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "reference/cli/index.html").read_text().count("tracegen run") > 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "script"), runnable_blocks(), ids=lambda v: str(v)[:40])
+def test_runnable_block_runs_as_written(where, script, tmp_path):
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, f"{where}:\n{out.stdout}\n{out.stderr}"
