@@ -16,6 +16,7 @@ from tests.support.runs import clean_env, spawn, wait_for_records
 from tests.support.scenarios import read_jsonl
 from tracegen.llm.local import LocalBackend
 from tracegen.modes.common import SYSTEM_TAG_STOPS
+from tracegen.problems import load_problems
 
 pytestmark = pytest.mark.slow
 
@@ -115,3 +116,14 @@ def test_doctor_reports_the_embedded_model() -> None:
     for shown in ("SmolLM2-135M-Instruct", "trained for 8192 tokens", "template from the file"):
         assert shown in out, out
     assert "with token ids" in out and "loaded in" in out, out
+
+
+def test_a_first_run_takes_the_starter_problems(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    result = run(
+        ["--backend", "local", "--mode", "markers", "--limit", "2", *BUDGET, "-o", str(out)]
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no problems named: the starter set" in result.stderr
+    starter = {p.id for p in load_problems("starter")}
+    assert {t["problem_id"] for t in read_jsonl(out)} <= starter

@@ -114,3 +114,20 @@ async def test_adversarial_tests_catch_common_mistakes(pid: str, code: str, caug
         result = await sandbox.run_tests(code, _problem(pid))
     assert result.status == "failed"
     assert caught_by in {t.name for t in result.tests if not t.passed}
+
+
+STARTER = load_problems("starter")
+
+
+def test_starter_set_is_small_with_a_reference_for_each() -> None:
+    assert 3 <= len(STARTER) <= 8
+    for p in STARTER:
+        assert p.kind == "code" and p.entry_point and p.reference_solution
+        assert len(p.tests) >= 4, p.id
+
+
+async def test_every_starter_reference_solution_passes_its_tests() -> None:
+    async with Sandbox() as sandbox:
+        for p in STARTER:
+            result = await sandbox.run_tests(p.reference_solution or "", p)
+            assert result.status == "ok" and result.passed == result.total, (p.id, result)

@@ -67,7 +67,7 @@ async def _run(settings: RunSettings) -> int:
         settings = settings.model_copy(update={"problems": STARTER_PROBLEMS})
         problems = load_problems(STARTER_PROBLEMS, limit=settings.limit)
         reporter.info(
-            f"no problems named: the {len(problems)} {STARTER_PROBLEMS} problems, sized for "
+            f"no problems named: the {STARTER_PROBLEMS} set, small functions sized for "
             f"{DEFAULT_MODEL} (--problems builtin, humaneval… for more)"
         )
     runs_in_process(settings, executor)
