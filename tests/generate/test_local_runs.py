@@ -124,6 +124,6 @@ def test_a_first_run_takes_the_starter_problems(tmp_path: Path) -> None:
         ["--backend", "local", "--mode", "markers", "--limit", "2", *BUDGET, "-o", str(out)]
     )
     assert result.returncode == 0, result.stderr
-    assert "no problems named: the starter set" in result.stderr
+    assert "no problems named: the starter set" in result.stdout
     starter = {p.id for p in load_problems("starter")}
     assert {t["problem_id"] for t in read_jsonl(out)} <= starter

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -33,7 +34,7 @@ def test_number_labels_are_short() -> None:
 def test_ticks_are_round_and_cover_the_range() -> None:
     ticks = nice_ticks(0.0, 87.0)
     assert ticks[0] <= 0 and ticks[-1] >= 87
-    steps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:], strict=False)}
+    steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
     assert len(steps) == 1 and steps.pop() in (10, 20, 25, 50)
     assert nice_ticks(5.0, 5.0)  # an empty range still gets an axis
 
