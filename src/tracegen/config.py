@@ -41,6 +41,39 @@ MIN_SECONDS = 0.001
 MAX_SECONDS = 7 * 86_400
 _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
+GENERATION_PANEL = "Generation"
+RUN_PANEL = "Run"
+MODEL_PANEL = "Model and server"
+PROBLEMS_PANEL = "Problems"
+OUTPUT_PANEL = "Output"
+
+
+def cli(
+    *,
+    option: bool = True,
+    panel: str | None = None,
+    flags: tuple[str, ...] = (),
+    repeat: bool = False,
+    env: str | None = None,
+) -> dict[str, Any]:
+    """How a setting appears on the command line (``json_schema_extra`` of its field): in
+    which help panel (default: Generation for the fields of `GenerationSettings`, Run for
+    the others), under which flags (default: ``--the-name``), whether it repeats, and which
+    environment variable sets it (default: ``TRACEGEN_THE_NAME``)."""
+    return {
+        "cli": {
+            "option": option,
+            "panel": panel,
+            "flags": list(flags),
+            "repeat": repeat,
+            "env": env,
+        }
+    }
+
+
+NO_CLI = cli(option=False)
+"""A setting read from the environment or a config file only."""
+
 
 def redact_url(text: str) -> str:
     """``text`` with the credentials of every URL in it hidden: ``http://***@gpu1:11434``."""
@@ -48,45 +81,81 @@ def redact_url(text: str) -> str:
 
 
 class GenerationSettings(BaseModel):
-    """Everything that shapes a trace. Its hash guards resume against mixing settings."""
+    """Everything that shapes a trace. Its hash guards resume against mixing settings.
+
+    Each field is declared once, here: its type, default and bounds, and as its description
+    the help of the `tracegen run` option made from it (`tracegen.cli.settings_options`),
+    of its ``TRACEGEN_*`` variable, config key and RL adapters' field. ``cli(...)`` gives an
+    option its panel and flags; a field without an option says ``cli(option=False)``.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    mode: str = "inline-tools"
-    model: str = Field(default="qwen3:8b", min_length=1)
-    temperature: float = Field(default=0.7, ge=0.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K)
-    seed: int | None = Field(default=None, ge=-MAX_SEED - 1, le=MAX_SEED)
-    num_ctx: int = Field(default=8192, ge=256, le=MAX_TOKENS)
+    mode: str = Field(default="inline-tools", description="Conversation protocol.")
+    model: str = Field(
+        default="qwen3:8b",
+        min_length=1,
+        description="Model name as the server knows it; for --backend local a GGUF file or a "
+        "packaged model (smollm2-135m, gemma3-270m).",
+        json_schema_extra=cli(panel=MODEL_PANEL),
+    )
+    temperature: float = Field(default=0.7, ge=0.0, description="Sampling temperature.")
+    top_p: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="Nucleus sampling.", json_schema_extra=NO_CLI
+    )
+    top_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TOP_K,
+        description="Top-k sampling.",
+        json_schema_extra=NO_CLI,
+    )
+    seed: int | None = Field(
+        default=None,
+        ge=-MAX_SEED - 1,
+        le=MAX_SEED,
+        description="Fixes sampling seeds and work order.",
+    )
+    num_ctx: int = Field(default=8192, ge=256, le=MAX_TOKENS, description="Context size.")
     max_tokens: int = Field(
-        default=2048, ge=1, le=MAX_TOKENS, description="num_predict per model turn"
+        default=2048, ge=1, le=MAX_TOKENS, description="Tokens per model turn (num_predict)."
     )
-    max_iterations: int = Field(default=5, ge=1, le=MAX_STEPS, description="execute-and-fix rounds")
+    max_iterations: int = Field(
+        default=5, ge=1, le=MAX_STEPS, description="Execute-and-fix rounds."
+    )
     max_steps: int = Field(
-        default=24, ge=1, le=MAX_STEPS, description="model turns or tagged steps"
+        default=24, ge=1, le=MAX_STEPS, description="Model turns or steps per episode."
     )
-    think: bool | None = None
-    top_logprobs: int = Field(default=0, ge=0, le=20)
+    think: bool | None = Field(
+        default=None, description="Ask a thinking model to think.", json_schema_extra=NO_CLI
+    )
+    top_logprobs: int = Field(default=0, ge=0, le=20, description="Alternatives per token (0-20).")
     continuation: ContinueChoice = Field(
-        default="auto", description="how inline-tools continues its assistant message"
+        default="auto",
+        description="inline-tools: auto (the server's best), prefill, raw or continue.",
     )
     tool_parser: str | None = Field(
-        default=None, description="native-tools: parser for calls written as text (auto)"
+        default=None, description="native-tools: format of tool calls written as text."
     )
     exec_timeout: float = Field(
         default=10.0,
         ge=MIN_SECONDS,
         le=86_400,
-        description="seconds of wall clock per execution",
+        description="Seconds each execution may run (default 10).",
+        json_schema_extra=cli(panel=RUN_PANEL),
     )
-    prompts_dir: Path | None = None
+    prompts_dir: Path | None = Field(
+        default=None, description="Folder of system prompts overriding the shipped ones."
+    )
     constrain: Literal["auto", "on", "off"] = Field(
         default="auto",
-        description="constrain decoding to the mode's grammar (auto: where it helps, see README)",
+        description="Constrain decoding to the mode's grammar: auto (where it helps the "
+        "embedded model), on, off.",
     )
     chat_template: Path | None = Field(
-        default=None, description="local backend: a Jinja chat template for the GGUF model"
+        default=None,
+        description="--backend local: a Jinja chat template file for the model.",
+        json_schema_extra=cli(panel=MODEL_PANEL),
     )
 
     def record(self, prompt_text: str) -> dict[str, Any]:
@@ -111,40 +180,129 @@ class GenerationSettings(BaseModel):
 class RunSettings(GenerationSettings):
     """`tracegen run`: generation settings plus where and how to run them."""
 
-    backend: str = "auto"
+    backend: str = Field(
+        default="auto",
+        description="Server kind: ollama, openai (an OpenAI-compatible server) or local "
+        "(llama.cpp in process); auto (default) finds out what answers at each host, and runs "
+        "the embedded model when no host or model is given and nothing answers at Ollama's "
+        "address.",
+        json_schema_extra=cli(panel=MODEL_PANEL),
+    )
     threads: int | None = Field(
-        default=None, ge=1, le=MAX_CONCURRENCY, description="local backend: llama.cpp threads"
+        default=None,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="--backend local: llama.cpp threads (default: half the cores).",
     )
     hosts: list[str] = Field(
-        default_factory=lambda: [DEFAULT_HOST], min_length=1, max_length=MAX_HOSTS
+        default_factory=lambda: [DEFAULT_HOST],
+        min_length=1,
+        max_length=MAX_HOSTS,
+        description="Server URL (an OpenAI-compatible one with or without /v1); repeat for "
+        "several.",
+        json_schema_extra=cli(panel=MODEL_PANEL, flags=("--host",), repeat=True, env="OLLAMA_HOST"),
     )
-    api_key: SecretStr | None = None
-    openai_api_key: SecretStr | None = None
-    problems: str = "builtin"
-    limit: int | None = Field(default=None, ge=1, le=MAX_LIMIT)
-    problem_ids: list[str] | None = None
-    output: Path = Path("traces.jsonl")
-    rejects: Path | None = None
-    num_samples: int = Field(default=1, ge=1, le=MAX_SAMPLES)
+    api_key: SecretStr | None = Field(
+        default=None, description="Ollama Cloud's key.", json_schema_extra=NO_CLI
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="An OpenAI-compatible server's key.", json_schema_extra=NO_CLI
+    )
+    problems: str = Field(
+        default="builtin",
+        description="builtin, starter, humaneval, mbpp, gsm8k, or a file (tracegen JSONL/YAML, "
+        "HumanEval).",
+        json_schema_extra=cli(panel=PROBLEMS_PANEL),
+    )
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LIMIT,
+        description="Use only the first N problems.",
+        json_schema_extra=cli(panel=PROBLEMS_PANEL),
+    )
+    problem_ids: list[str] | None = Field(
+        default=None,
+        description="Comma-separated problem ids to use.",
+        json_schema_extra=cli(panel=PROBLEMS_PANEL),
+    )
+    output: Path = Field(
+        default=Path("traces.jsonl"),
+        description="Traces file (JSONL).",
+        json_schema_extra=cli(panel=OUTPUT_PANEL, flags=("-o", "--output")),
+    )
+    rejects: Path | None = Field(
+        default=None,
+        description="Write rejected traces and failed episodes here.",
+        json_schema_extra=cli(panel=OUTPUT_PANEL),
+    )
+    num_samples: int = Field(default=1, ge=1, le=MAX_SAMPLES, description="Samples per problem.")
     concurrency: int = Field(
-        default=4, ge=1, le=MAX_CONCURRENCY, description="in-flight episodes per host"
+        default=4, ge=1, le=MAX_CONCURRENCY, description="In-flight episodes per host."
     )
-    only_success: bool = False
-    only_ideal: bool = False
-    overwrite: bool = False
-    sandbox: Literal["auto", "bwrap", "builtin", "rlimit"] = "auto"
-    require_logprobs: bool = False
-    shard: str | None = Field(default=None, description="I/N, auto or auto/N: one part of the plan")
-    executor: Literal["local", "ray"] = "local"
-    ray_address: str | None = Field(default=None, description="auto or HOST:PORT of a Ray cluster")
+    only_success: bool = Field(
+        default=False,
+        description="Keep traces that pass every test.",
+        json_schema_extra=cli(panel=OUTPUT_PANEL),
+    )
+    only_ideal: bool = Field(
+        default=False,
+        description="Keep successful traces of ideal shape.",
+        json_schema_extra=cli(panel=OUTPUT_PANEL),
+    )
+    overwrite: bool = Field(
+        default=False,
+        description="Start the output file afresh.",
+        json_schema_extra=cli(panel=OUTPUT_PANEL),
+    )
+    sandbox: Literal["auto", "bwrap", "builtin", "rlimit"] = Field(
+        default="auto", description="Isolation: auto (default), bwrap, builtin, rlimit."
+    )
+    require_logprobs: bool = Field(
+        default=False,
+        description="Fail if the server returns none.",
+        json_schema_extra=cli(panel=MODEL_PANEL),
+    )
+    shard: str | None = Field(
+        default=None,
+        description="Run one part of the plan: I/N (0 ≤ I < N), or auto / auto/N from a "
+        "Slurm, Kubernetes or SGE job array; join the parts with `tracegen merge`.",
+    )
+    executor: Literal["local", "ray"] = Field(
+        default="local",
+        description="Where episodes run: local (default) or ray (actors across a Ray cluster).",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="Ray cluster to join: auto, or HOST:PORT (default: RAY_ADDRESS, else a "
+        "local Ray).",
+    )
     request_timeout_s: float = Field(
-        default=600.0, ge=MIN_SECONDS, le=MAX_SECONDS, description="per model request"
+        default=600.0,
+        ge=MIN_SECONDS,
+        le=MAX_SECONDS,
+        description="Seconds one model request may take.",
+        json_schema_extra=NO_CLI,
     )
-    max_attempts: int = Field(default=5, ge=1, le=MAX_STEPS, description="tries per model request")
+    max_attempts: int = Field(
+        default=5,
+        ge=1,
+        le=MAX_STEPS,
+        description="Tries per model request.",
+        json_schema_extra=NO_CLI,
+    )
     retry_initial_s: float = Field(
-        default=1.0, ge=0, le=MAX_SECONDS, description="first retry wait, doubling"
+        default=1.0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="First retry wait, doubling.",
+        json_schema_extra=NO_CLI,
     )
-    quiet: bool = False
+    quiet: bool = Field(
+        default=False,
+        description="No progress output.",
+        json_schema_extra=cli(panel=OUTPUT_PANEL, flags=("--quiet", "-q")),
+    )
 
     @field_validator("hosts", mode="before")
     @classmethod

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from tracegen.cli import app
 
-COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+_GROUP = typer.main.get_command(app)
+COMMANDS = _GROUP.list_commands(typer.Context(_GROUP))  # type: ignore[attr-defined]
 """Every command the app has, read from the app itself."""
 runner = CliRunner()
 

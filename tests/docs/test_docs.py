@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md"))
 RUNNABLE = "<!-- runnable -->"
-COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+_GROUP = typer.main.get_command(app)
+COMMANDS = _GROUP.list_commands(typer.Context(_GROUP))  # type: ignore[attr-defined]
 
 
 def cli_reference() -> str:

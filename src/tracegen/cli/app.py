@@ -6,9 +6,12 @@ rendering (about 0.1 s before a command can start), which `tracegen --help` does
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import typer
+from typer._click.utils import make_default_short_help
 from typer.core import TyperGroup
 
 from tracegen.errors import TracegenError
@@ -37,7 +40,61 @@ class _Group(TyperGroup):
             raise typer.Exit(2) from None
 
     def list_commands(self, ctx: Any) -> list[str]:
-        return list(self.commands)
+        return sorted([*LAZY, *self.commands])
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY:
+            return LAZY[cmd_name].command()
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The list of commands, without building the ones made from settings."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = []
+        for name in names:
+            if name in LAZY:
+                rows.append((name, make_default_short_help(LAZY[name].summary, limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@dataclass
+class LazyCommand:
+    """A command whose options are made from a settings model (`settings_options`): built
+    the first time it is run or its help is shown, so that ``tracegen --help`` imports no
+    settings model."""
+
+    name: str
+    build: Callable[[], Callable[..., Any]]
+    summary: str
+    _command: Any = field(default=None, repr=False)
+
+    def command(self) -> Any:
+        if self._command is None:
+            one = typer.Typer(add_completion=False, rich_markup_mode=None)
+            one.command(self.name)(self.build())
+            self._command = typer.main.get_command(one)
+            self._command.name = self.name
+        return self._command
+
+
+LAZY: dict[str, LazyCommand] = {}
+
+
+def settings_command(name: str, summary: str) -> Callable[[Callable[[], Callable[..., Any]]], None]:
+    """Register the command ``name``, made by the decorated function when first needed;
+    ``summary`` is its line in ``tracegen --help``."""
+
+    def register(build: Callable[[], Callable[..., Any]]) -> None:
+        LAZY[name] = LazyCommand(name, build, summary)
+
+    return register
 
 
 app = typer.Typer(

@@ -1,0 +1,73 @@
+"""Command-line options made from a settings model: each setting is declared once, in
+`tracegen.config`, and its option (flags, type, help, panel, environment variable) is read
+from that declaration. Imported only when a command that takes settings is built, so that
+``tracegen --help`` does not import pydantic."""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from tracegen.config import ENV_PREFIX, GENERATION_PANEL, RUN_PANEL, GenerationSettings
+
+
+def presentation(name: str, field: FieldInfo) -> dict[str, Any]:
+    """A field's ``cli(...)`` entry, with its defaults filled in."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    shown = {"option": True, "repeat": False, **(extra.get("cli") or {})}  # type: ignore[dict-item]
+    if not shown.get("panel"):
+        generation = name in GenerationSettings.model_fields
+        shown["panel"] = GENERATION_PANEL if generation else RUN_PANEL
+    shown["flags"] = shown.get("flags") or ["--" + name.replace("_", "-")]
+    shown["env"] = shown.get("env") or ENV_PREFIX + name.upper()
+    return shown
+
+
+def option_type(annotation: Any, repeat: bool) -> Any:
+    """What the option reads: a list repeats its flag, a comma-separated list is one string,
+    a choice is a string (the settings model names the choices when it refuses one)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union) and len(args) == 1:
+        annotation = args[0]
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        return list[str] if repeat else str
+    if origin is Literal:
+        return str
+    if annotation in (bool, int, float, str, Path):
+        return annotation
+    return str
+
+
+def parameters(
+    model: type[BaseModel], names: Iterable[str] | None = None
+) -> list[inspect.Parameter]:
+    """One keyword parameter per setting of ``model`` that has an option (``names``: these
+    settings only, in this order), each ``None`` unless given, so that the environment and a
+    config file can fill it (`tracegen.config.load_settings`)."""
+    fields = model.model_fields
+    chosen = list(fields) if names is None else list(names)
+    out = []
+    for name in chosen:
+        field = fields[name]
+        shown = presentation(name, field)
+        if not shown["option"]:
+            continue
+        kind = option_type(field.annotation, shown["repeat"])
+        help_text = f"{field.description} [env: {shown['env']}]"
+        option = typer.Option(*shown["flags"], help=help_text, rich_help_panel=shown["panel"])
+        annotation = Annotated[kind | None, option]  # type: ignore[valid-type]
+        out.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+            )
+        )
+    return out
