@@ -20,19 +20,20 @@ def test_every_setting_says_what_it_is(name: str) -> None:
 
 
 def test_run_has_an_option_for_every_setting_that_has_one() -> None:
-    result = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["run", "--help"])
     assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
     for name, field in FIELDS.items():
         shown = presentation(name, field)
         if shown["option"]:
-            assert all(flag in result.output for flag in shown["flags"]), name
-            assert f"[env: {shown['env']}]" in result.output, name
+            assert all(flag in text for flag in shown["flags"]), name
+            assert f"[env: {shown['env']}]" in text, name
         else:
-            assert f"--{name.replace('_', '-')} " not in result.output, name
+            assert f"--{name.replace('_', '-')} " not in text, name
 
 
 def test_doctor_takes_the_settings_that_choose_model_server_and_sandbox() -> None:
-    result = runner.invoke(app, ["doctor", "--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["doctor", "--help"])
     assert result.exit_code == 0
     for flag in ("--host", "--backend", "--model", "--chat-template", "--sandbox", "--config"):
         assert flag in result.output
