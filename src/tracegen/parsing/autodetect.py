@@ -14,15 +14,18 @@ from dataclasses import dataclass
 
 TEMPLATE_MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
+    (("<|im_system|>tool_declare",), "kimi_k2"),
     (("tool▁calls▁begin", "```json"), "deepseek_v3"),
     (("tool▁calls▁begin",), "deepseek_v31"),
     (("<|channel|>", "<|message|>"), "openai"),
     (("<minimax:tool_call>",), "minimax_m2"),
+    (("<invoke name=", "<parameter name="), "minimax_m2"),
     (("<tool_calls>",), "minimax"),
     (("<arg_key>",), "glm45"),
     (("<function=", "<parameter="), "qwen3_coder"),
     (("[TOOL_CALLS]",), "mistral"),
     (("functools[",), "phi4_mini_json"),
+    (("<|/tool_call|>",), "phi4_mini_json"),
     (("<function_call>",), "granite-20b-fc"),
     (("<|tool_call|>",), "granite"),
     (("<|header_start|>", "[func_name1("), "llama4_pythonic"),

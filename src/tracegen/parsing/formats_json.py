@@ -202,18 +202,31 @@ def granite_20b_fc(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 
 _PHI4_TAG = "functools["
+_PHI4_BLOCK = re.compile(r"<\|tool_call\|>(.*?)(?:<\|/tool_call\|>|\Z)", re.DOTALL)
 
 
 def phi4_mini_json(text: str, tools: Tools = None) -> TextToolCalls | None:
-    """``functools[{"name": ..., "arguments": {...}}, ...]`` (Phi-4-mini)."""
+    """``functools[{"name": ..., "arguments": {...}}, ...]`` (Phi-4-mini), or one call per
+    ``<|tool_call|>{...}<|/tool_call|>`` (llama.cpp's template for it)."""
     at = text.find(_PHI4_TAG)
     if at < 0:
-        return None
+        return _phi4_blocks(text) if "<|/tool_call|>" in text else None
     start = at + len(_PHI4_TAG) - 1
     end = balanced_end(text, start) or len(text)
     found = TextToolCalls(text)
     read_call_list(text[start:end], found)
     return found.finish(text[:at] + text[end:])
+
+
+def _phi4_blocks(text: str) -> TextToolCalls:
+    found = TextToolCalls(text)
+    kept, pos = [], 0
+    for block in _PHI4_BLOCK.finditer(text):
+        kept.append(text[pos : block.start()])
+        pos = block.end()
+        read_json_call(block.group(1), found)
+    kept.append(text[pos:])
+    return found.finish("".join(kept))
 
 
 _THINK_END = "</think>"
