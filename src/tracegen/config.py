@@ -72,7 +72,14 @@ class GenerationSettings(BaseModel):
         default="auto", description="how inline-tools continues its assistant message"
     )
     tool_parser: str | None = Field(
-        default=None, description="native-tools: parser for calls written as text (auto)"
+        default=None,
+        description="native-tools: format of calls written as text: auto (the default: from "
+        "the chat template or the model's name) or a family (README, Tool calls)",
+    )
+    tool_parser_chosen: str | None = Field(
+        default=None,
+        description="the family --tool-parser auto chose for this run; not hashed: it follows "
+        "from the model and its template",
     )
     exec_timeout: float = Field(
         default=10.0,
@@ -99,6 +106,9 @@ class GenerationSettings(BaseModel):
             del data["constrain"]
         if data["chat_template"] is None:
             del data["chat_template"]
+        del data["tool_parser_chosen"]
+        if data["tool_parser"] == "auto":
+            data["tool_parser"] = None
         data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
         return data
 

@@ -241,3 +241,17 @@ def test_every_request_carries_its_episodes_trace_id_as_session_header(cli, work
     traces = read(workspace.out) + read(workspace.rejects)
     assert sessions == Counter({t["id"]: t["usage"]["requests"] for t in traces})
     assert max(sessions.values()) > 1  # p0 and p3 take several turns, all tagged alike
+
+
+def test_the_run_header_says_which_tool_parser_native_tools_uses(cli, model, workspace):
+    args = workspace.args(model, "--mode", "native-tools", "--limit", "1", "--tool-parser", "qwen")
+    result = cli(args)
+    assert "tool parser: hermes (--tool-parser)" in result.output, result.output
+    auto = cli([*workspace.args(model, "--mode", "native-tools", "--limit", "1"), "--overwrite"])
+    assert "tool parser: every format in turn" in auto.output, auto.output
+
+
+def test_an_unknown_tool_parser_is_one_line_and_exit_2(cli, model, workspace):
+    result = cli(workspace.args(model, "--mode", "native-tools", "--tool-parser", "nope"))
+    assert result.exit_code == 2
+    assert "unknown tool parser 'nope'" in result.output

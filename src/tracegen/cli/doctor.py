@@ -12,6 +12,7 @@ from tracegen.cli.options import (
     HostOpt,
     ModelOpt,
     SandboxOpt,
+    ToolParserOpt,
 )
 
 
@@ -22,6 +23,7 @@ def doctor(
     model: ModelOpt = None,
     chat_template: ChatTemplateOpt = None,
     sandbox: SandboxOpt = None,
+    tool_parser: ToolParserOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Check the server (or the embedded model), the model, logprobs, token ids, continuation
@@ -35,6 +37,7 @@ def doctor(
         "model": model,
         "chat_template": chat_template,
         "sandbox": sandbox,
+        "tool_parser": tool_parser,
     }
     settings = load_settings(RunSettings, flags, config_file=config)
     raise typer.Exit(doctor_command(settings))

@@ -46,6 +46,16 @@ ChatTemplateOpt = Annotated[
         "--chat-template", help="--backend local: a Jinja chat template file for the model."
     ),
 ]
+ToolParserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-parser",
+        help="native-tools: format of tool calls written as text: auto (from the chat "
+        "template or the model's name) or a family: hermes, qwen3_coder, deepseek_v31, "
+        "llama3_json, mistral, kimi_k2, glm45, openai… (README, Tool calls).",
+        rich_help_panel=GEN,
+    ),
+]
 ProblemsOpt = Annotated[
     str | None,
     typer.Option(

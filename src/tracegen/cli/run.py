@@ -21,6 +21,7 @@ from tracegen.cli.options import (
     ModelOpt,
     ProblemsOpt,
     SandboxOpt,
+    ToolParserOpt,
 )
 
 
@@ -79,12 +80,7 @@ def run(
             rich_help_panel=GEN,
         ),
     ] = None,
-    tool_parser: Annotated[
-        str | None,
-        typer.Option(
-            help="native-tools: format of tool calls written as text.", rich_help_panel=GEN
-        ),
-    ] = None,
+    tool_parser: ToolParserOpt = None,
     constrain: Annotated[
         str | None,
         typer.Option(

@@ -13,6 +13,7 @@ never invented.
 from __future__ import annotations
 
 from tracegen.errors import ConfigError
+from tracegen.parsing.autodetect import Choice, detect_tool_parser
 from tracegen.parsing.formats_json import (
     deepseek,
     granite,
@@ -98,6 +99,14 @@ def canonical_name(name: str) -> str:
         known = ", ".join(parser_names())
         raise ConfigError(f"unknown tool parser {name!r} (known: auto, {known})")
     return name
+
+
+def choose_parser(asked: str | None, template: str | None, model: str | None) -> Choice:
+    """The parser a run uses: the family ``asked`` for, or (None or ``auto``) the one the chat
+    ``template`` or the ``model``'s name names (`detect_tool_parser`)."""
+    if asked and asked != AUTO:
+        return Choice(canonical_name(asked), "--tool-parser")
+    return detect_tool_parser(template, model)
 
 
 def get_parser(name: str) -> Parser:
