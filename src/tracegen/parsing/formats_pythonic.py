@@ -1,7 +1,8 @@
 """Tool calls written as a Python list of calls: ``[get_weather(city="Paris", days=2), …]``.
 
-- ``pythonic`` (Llama 3.2 with vLLM's pythonic template, ToolACE, Granite): the list ends the
-  message (prose may come before it).
+- ``pythonic`` (Llama 3.2 with vLLM's pythonic template, ToolACE): lists of calls anywhere in
+  the text (as SGLang reads them); a list that cannot be read is reported when it ends the
+  message, and left as prose elsewhere.
 - ``llama4_pythonic``: the same, maybe between ``<|python_start|>`` and ``<|python_end|>``.
 
 Arguments are keywords whose values are Python literals (strings, numbers, ``True``/``None``,
@@ -69,22 +70,43 @@ def _read(source: str) -> list[tuple[str, dict[str, Any]]] | None:
 
 
 def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
-    """A Python list of keyword calls ending the message."""
-    body = text.rstrip()
-    for opening in _OPENING.finditer(body):
-        if opening.start() > 0 and body[opening.start() - 1] not in " \t\r\n:>":
+    """Python lists of keyword calls, wherever they stand in the text."""
+    found = TextToolCalls(text)
+    kept, pos = [], 0
+    for opening in _OPENING.finditer(text):
+        start = opening.start()
+        if start < pos or (start > 0 and text[start - 1] not in " \t\r\n:>"):
             continue
-        found = TextToolCalls(text)
-        try:
-            calls = _read(body[opening.start() :])
-        except (_NotACall, RecursionError) as e:
-            found.failures.append(str(e))
-            return found
-        if calls is None:
+        read = _list_at(text, start)
+        if read is None:
             continue
+        end, calls = read
+        if isinstance(calls, str):
+            if not text[end:].strip():  # a list ending the message was meant as the calls
+                found.failures.append(calls)
+            continue
+        kept.append(text[pos:start])
+        pos = end
         for name, arguments in calls:
             found.add_arguments(name, arguments)
-        return found.finish(body[: opening.start()])
+    if not found.calls and not found.failures:
+        return None
+    kept.append(text[pos:])
+    return found.finish("".join(kept))
+
+
+def _list_at(text: str, start: int) -> tuple[int, list[tuple[str, dict[str, Any]]] | str] | None:
+    """The list of calls opening at ``start`` (the shortest that parses) and where it ends; a
+    reason instead of the calls when it is a list of calls that cannot be read; None when
+    no list of calls opens there."""
+    end = start
+    while (end := text.find("]", end + 1)) >= 0:
+        try:
+            calls = _read(text[start : end + 1])
+        except (_NotACall, RecursionError) as e:
+            return end + 1, str(e)
+        if calls is not None:
+            return end + 1, calls
     return None
 
 
