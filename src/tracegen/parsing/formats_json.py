@@ -2,8 +2,8 @@
 
 - ``hermes`` (Hermes, Qwen2.5, Qwen3): ``<tool_call>{"name": …, "arguments": {…}}</tool_call>``,
   several per message; the last one may be unclosed.
-- ``llama3_json``: ``{"name": …, "parameters": {…}}`` (several joined by ``;``, or a JSON
-  list), ending the message, maybe after ``<|python_tag|>``.
+- ``llama3_json``: ``{"name": …, "parameters": {…}}`` anywhere in the text (several joined by
+  ``;``, or a JSON list), maybe after ``<|python_tag|>``.
 - ``mistral``: ``[TOOL_CALLS][{"name": …, "arguments": {…}}, …]`` (before v11), or
   ``[TOOL_CALLS]name{…}`` and ``[TOOL_CALLS]name[ARGS]{…}`` (v11 on; ``[CALL_ID]id`` before
   ``[ARGS]`` if present).
@@ -43,7 +43,6 @@ from tracegen.parsing.toolcall import (
     from_json_object,
     load_json,
     parse_tool_call,
-    unfence,
 )
 
 _SPLIT_OBJECTS = re.compile(r"""(?<=\})\s*,\s*(?=\{\s*["'](?:name|arguments)["'])""")
@@ -98,40 +97,40 @@ def hermes(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 _LLAMA_TAG = "<|python_tag|>"
 _LLAMA_END = re.compile(r"(?:<\|eom_id\|>|<\|eot_id\|>)\s*\Z")
-_LLAMA_CALL = re.compile(r"""\{\s*["']name["']\s*:""")
+_LLAMA_OPEN = re.compile(r"""(?:\[\s*)?\{\s*["']name["']\s*:""")
+_LLAMA_SEPARATOR = re.compile(r"\s*;?\s*")
+_EMPTY_FENCE = re.compile(r"```(?:json)?\s*```")
 _LLAMA_ARGS = re.compile(r"""["'](?:parameters|arguments)["']\s*:""")
-_LLAMA_SPLIT = re.compile(r"(?<=\})\s*;\s*(?=\{)")
-_LINE_START = re.compile(r"(?m)^[ \t]*(?=\[?\s*\{)")
 
 
 def llama3_json(text: str, tools: Tools = None) -> TextToolCalls | None:
-    """JSON calls with ``parameters`` ending the message, maybe after ``<|python_tag|>``."""
-    before, tag, rest = text.partition(_LLAMA_TAG)
-    if not tag:
-        before, rest = "", text
-    body = unfence(_LLAMA_END.sub("", rest))
-    at = _llama_start(body)
-    if at is None:
-        return None
-    before, body = before + body[:at], body[at:]
+    """JSON calls with ``parameters`` (or ``arguments``) anywhere in the text, several joined
+    by ``;`` or in a list, maybe after ``<|python_tag|>``."""
+    body = _LLAMA_END.sub("", text)
     found = TextToolCalls(text)
-    if body.startswith("["):
-        read_call_list(body, found)
-    else:
-        for part in _LLAMA_SPLIT.split(body):
-            read_json_call(part, found)
-    return found.finish(before)
-
-
-def _llama_start(body: str) -> int | None:
-    """Where the calls start: the whole body, or a line opening calls that end the message."""
-    for line in _LINE_START.finditer(body):
-        rest = body[line.end() :]
-        head = rest.lstrip("[ \t\r\n")
-        ends = line.end() == 0 or rest.rstrip().endswith(("}", "]"))
-        if _LLAMA_CALL.match(head) and _LLAMA_ARGS.search(head) and ends:
-            return line.end()
-    return None
+    kept: list[str] = []
+    tag = body.find(_LLAMA_TAG)
+    pos = at = tag + len(_LLAMA_TAG) if tag >= 0 else 0
+    if tag >= 0:
+        kept.append(body[:tag])
+    while (opening := _LLAMA_OPEN.search(body, at)) is not None:
+        start = opening.start()
+        end = balanced_end(body, start) or len(body)
+        span = body[start:end]
+        if not _LLAMA_ARGS.search(span):
+            at = opening.end()
+            continue
+        kept.append(body[pos:start])
+        if span.startswith("["):
+            read_call_list(span, found)
+        else:
+            read_json_call(span, found)
+        separator = _LLAMA_SEPARATOR.match(body, end)
+        pos = at = separator.end() if separator is not None else end
+    if not found.calls and not found.failures:
+        return None
+    kept.append(body[pos:])
+    return found.finish(_EMPTY_FENCE.sub("", "".join(kept)))
 
 
 # ------------------------------------------------------------------ mistral
