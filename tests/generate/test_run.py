@@ -255,3 +255,23 @@ def test_an_unknown_tool_parser_is_one_line_and_exit_2(cli, model, workspace):
     result = cli(workspace.args(model, "--mode", "native-tools", "--tool-parser", "nope"))
     assert result.exit_code == 2
     assert "unknown tool parser 'nope'" in result.output
+
+
+def test_auto_reads_the_embedded_models_chat_template_and_the_hash_ignores_its_choice():
+    from types import SimpleNamespace
+
+    from tracegen.config import RunSettings
+    from tracegen.generate.command import with_tool_parser
+
+    template = "{{- '<|im_system|>tool_declare<|im_middle|>' -}}"  # Kimi-K2's (llama.cpp's copy)
+    local = SimpleNamespace(
+        local=SimpleNamespace(template=None, info=SimpleNamespace(chat_template=template))
+    )
+    said: list[str] = []
+    settings = RunSettings(model="model.gguf", mode="native-tools")
+    chosen = with_tool_parser(settings, local, said.append)  # type: ignore[arg-type]
+    assert chosen.tool_parser_chosen == "kimi_k2"
+    assert said == ["tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"]
+    assert chosen.generation().digest("p") == settings.generation().digest("p")
+    explicit = settings.model_copy(update={"tool_parser": "auto"})
+    assert explicit.generation().digest("p") == settings.generation().digest("p")
