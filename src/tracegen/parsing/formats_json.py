@@ -267,8 +267,10 @@ _MINIMAX = re.compile(r"<tool_calls>(.*?)(?:</tool_calls>|\Z)", re.DOTALL)
 
 
 def minimax(text: str, tools: Tools = None) -> TextToolCalls | None:
-    """One JSON call a line between ``<tool_calls>`` and ``</tool_calls>`` (MiniMax-M1)."""
-    block = _MINIMAX.search(text)
+    """One JSON call a line between ``<tool_calls>`` and ``</tool_calls>`` (MiniMax-M1); a
+    block inside the ``<think>`` reasoning is not a call."""
+    thought = text.rfind(_THINK_END)
+    block = _MINIMAX.search(text, thought + len(_THINK_END) if thought >= 0 else 0)
     if block is None:
         return None
     found = TextToolCalls(text)
