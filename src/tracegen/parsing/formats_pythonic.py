@@ -96,17 +96,40 @@ def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 
 def _list_at(text: str, start: int) -> tuple[int, list[tuple[str, dict[str, Any]]] | str] | None:
-    """The list of calls opening at ``start`` (the shortest that parses) and where it ends; a
-    reason instead of the calls when it is a list of calls that cannot be read; None when
-    no list of calls opens there."""
-    end = start
-    while (end := text.find("]", end + 1)) >= 0:
-        try:
-            calls = _read(text[start : end + 1])
-        except (_NotACall, RecursionError) as e:
-            return end + 1, str(e)
-        if calls is not None:
-            return end + 1, calls
+    """The list of calls opening at ``start`` and where it ends; a reason instead of the calls
+    when it is a list of calls that cannot be read; None when no list of calls opens there."""
+    end = _closing_bracket(text, start)
+    if end is None:
+        return None
+    try:
+        calls = _read(text[start:end])
+    except (_NotACall, RecursionError) as e:
+        return end, str(e)
+    return None if calls is None else (end, calls)
+
+
+def _closing_bracket(text: str, start: int) -> int | None:
+    """The index just past the bracket closing the one at ``start``, Python string literals
+    skipped; None when it is never closed."""
+    depth, quote, i, n = 0, "", start, len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            i += len(quote) - 1
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
     return None
 
 
