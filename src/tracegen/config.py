@@ -135,7 +135,15 @@ class GenerationSettings(BaseModel):
         description="inline-tools: auto (the server's best), prefill, raw or continue.",
     )
     tool_parser: str | None = Field(
-        default=None, description="native-tools: format of tool calls written as text."
+        default=None,
+        description="native-tools: format of tool calls written as text: auto (the default: "
+        "from the chat template or the model's name) or a family (docs: Modes, Tool calls).",
+    )
+    tool_parser_chosen: str | None = Field(
+        default=None,
+        description="The family --tool-parser auto chose for this run; not hashed: it follows "
+        "from the model and its template.",
+        json_schema_extra=NO_CLI,
     )
     exec_timeout: float = Field(
         default=10.0,
@@ -168,6 +176,9 @@ class GenerationSettings(BaseModel):
             del data["constrain"]
         if data["chat_template"] is None:
             del data["chat_template"]
+        del data["tool_parser_chosen"]
+        if data["tool_parser"] == "auto":
+            data["tool_parser"] = None
         data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
         return data
 

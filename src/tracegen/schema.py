@@ -17,7 +17,9 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -379,6 +381,21 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class ToolPath(Record):
+    """How ``native-tools`` gave the model its tools and read its calls back."""
+
+    tools: Literal["template", "request"]
+    """``template``: tracegen rendered ``tools=`` through the model's chat template itself
+    (the embedded model); ``request``: ``tools`` went in the request and the server rendered
+    them with the model's template."""
+    parser: str | None = None
+    """The family parser that read calls the model wrote as text (None: each format in turn)."""
+    server_calls: Index = 0
+    """Calls the server handed back already parsed (structured ``tool_calls``)."""
+    text_calls: Index = 0
+    """Calls tracegen read from the text with ``parser``."""
+
+
 class Trace(Record):
     """One episode: the exact conversation, its typed steps, the verdict and the metrics."""
 
@@ -408,6 +425,9 @@ class Trace(Record):
     grammars: dict[str, str] = Field(default_factory=dict)
     """The grammars decoding was constrained to (name → sha256 of the GBNF text); empty when
     it was not. Logprobs of a constrained trace describe the model, not the masked sampler."""
+    tool_path: ToolPath | None = None
+    """``native-tools``: how the tools reached the model and how its calls were read (left out
+    of the JSON when unset)."""
     usage: Usage = Field(default_factory=Usage)
     error: TraceError | None = None
 
@@ -434,6 +454,20 @@ class Trace(Record):
         for turn, dumped in zip(self.logprobs, data["logprobs"], strict=True):
             dumped["tokens"] = turn.tokens
         return data
+
+    @model_serializer(mode="wrap")
+    def _without_unset_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Fields added after traces were first written (`ADDED_LATER`) are left out while
+        unset, so a trace without them is written back byte for byte."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in ADDED_LATER:
+                if data.get(name, 0) is None:
+                    del data[name]
+        return data
+
+
+ADDED_LATER: Final = ("tool_path",)
 
 
 _NO_TOKENS: Final = {"logprobs": {"__all__": {"tokens"}}}

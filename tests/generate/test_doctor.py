@@ -26,6 +26,7 @@ def test_all_well_prints_the_table_and_exits_0(fake_ollama: FakeOllama) -> None:
     assert "test-model present" in out
     assert "test-model supports tools" in out and "test-model supports thinking" in out
     assert "returned (1 token(s))" in out
+    assert "every format in turn (neither the chat template nor the model's name" in out
     assert "sandbox" in out and "ready" in out
     probe = fake_ollama.requests[-1][1]
     assert probe["logprobs"] is True and probe["options"]["num_predict"] == 1
@@ -94,3 +95,15 @@ def test_every_host_is_checked() -> None:
         assert code == 1
         assert f"{a.url} reachable" in out and f"{b.url} reachable" in out
         assert "run `ollama pull test-model`" in out
+
+
+def test_the_tool_parser_auto_picks_is_shown(fake_ollama: FakeOllama) -> None:
+    code, out = doctor("--host", fake_ollama.url, "--model", "test-model", "--tool-parser", "qwen")
+    assert code == 0, out
+    assert "hermes (--tool-parser)" in out
+
+
+def test_an_unknown_tool_parser_fails_its_row(fake_ollama: FakeOllama) -> None:
+    code, out = doctor("--host", fake_ollama.url, "--model", "test-model", "--tool-parser", "x")
+    assert code == 1
+    assert "unknown tool parser 'x'" in out

@@ -241,3 +241,37 @@ def test_every_request_carries_its_episodes_trace_id_as_session_header(cli, work
     traces = read(workspace.out) + read(workspace.rejects)
     assert sessions == Counter({t["id"]: t["usage"]["requests"] for t in traces})
     assert max(sessions.values()) > 1  # p0 and p3 take several turns, all tagged alike
+
+
+def test_the_run_header_says_which_tool_parser_native_tools_uses(cli, model, workspace):
+    args = workspace.args(model, "--mode", "native-tools", "--limit", "1", "--tool-parser", "qwen")
+    result = cli(args)
+    assert "tool parser: hermes (--tool-parser)" in result.output, result.output
+    auto = cli([*workspace.args(model, "--mode", "native-tools", "--limit", "1"), "--overwrite"])
+    assert "tool parser: every format in turn" in auto.output, auto.output
+
+
+def test_an_unknown_tool_parser_is_one_line_and_exit_2(cli, model, workspace):
+    result = cli(workspace.args(model, "--mode", "native-tools", "--tool-parser", "nope"))
+    assert result.exit_code == 2
+    assert "unknown tool parser 'nope'" in result.output
+
+
+def test_auto_reads_the_embedded_models_chat_template_and_the_hash_ignores_its_choice():
+    from types import SimpleNamespace
+
+    from tracegen.config import RunSettings
+    from tracegen.generate.command import with_tool_parser
+
+    template = "{{- '<|im_system|>tool_declare<|im_middle|>' -}}"  # Kimi-K2's (llama.cpp's copy)
+    local = SimpleNamespace(
+        local=SimpleNamespace(template=None, info=SimpleNamespace(chat_template=template))
+    )
+    said: list[str] = []
+    settings = RunSettings(model="model.gguf", mode="native-tools")
+    chosen = with_tool_parser(settings, local, said.append)  # type: ignore[arg-type]
+    assert chosen.tool_parser_chosen == "kimi_k2"
+    assert said == ["tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"]
+    assert chosen.generation().digest("p") == settings.generation().digest("p")
+    explicit = settings.model_copy(update={"tool_parser": "auto"})
+    assert explicit.generation().digest("p") == settings.generation().digest("p")

@@ -370,3 +370,44 @@ async def test_native_tools_runs_out_of_iterations(episodes: Episodes) -> None:
     assert (trace.error.kind, trace.error.reason) == ("limit", "max_iterations")
     assert trace.messages[-1].role == "assistant" and trace.messages[-1].tool_calls
     assert trace.final_code == TEST_WRONG and not trace.success
+
+
+def qwen3_coder_call(code: str) -> str:
+    body = f"<function=python>\n<parameter=code>\n{code}\n</parameter>\n</function>"
+    return f"<tool_call>\n{body}\n</tool_call>"
+
+
+async def test_native_tools_reads_the_family_format_auto_picks_from_the_model_name(
+    episodes: Episodes,
+) -> None:
+    text = "Testing it.\n" + qwen3_coder_call("print(42)")
+    trace = await episodes.run(
+        "native-tools", text, f"```python\n{RIGHT}\n```", model="Qwen/Qwen3-Coder-30B-A3B"
+    )
+    assert trace.messages[2].content == "Testing it."
+    assert trace.messages[2].tool_calls is not None
+    assert trace.messages[2].tool_calls[0].function.arguments == {"code": "print(42)"}
+    assert trace.tool_path is not None
+    assert trace.tool_path.model_dump() == {
+        "tools": "request",
+        "parser": "qwen3_coder",
+        "server_calls": 0,
+        "text_calls": 1,
+    }
+
+
+async def test_native_tools_with_a_named_parser_ignores_other_formats(
+    episodes: Episodes,
+) -> None:
+    trace = await episodes.run(
+        "native-tools", call(TEST_RIGHT), f"```python\n{RIGHT}\n```", tool_parser="mistral"
+    )
+    assert trace.metrics.executions == 0 and not trace.messages[2].tool_calls
+    assert trace.tool_path is not None and trace.tool_path.parser == "mistral"
+
+
+async def test_native_tools_records_calls_the_server_parsed(episodes: Episodes) -> None:
+    trace = await episodes.run("native-tools", native_call(TEST_RIGHT), f"```python\n{RIGHT}\n```")
+    assert trace.tool_path is not None
+    assert (trace.tool_path.server_calls, trace.tool_path.text_calls) == (1, 0)
+    assert "tool_path" in trace.to_json()

@@ -65,7 +65,7 @@ class Episodes:
         self, mode: str, *replies: Reply | str, problem: Problem = ADD, **settings: Any
     ) -> Trace:
         self.fake.script(*replies)
-        generation = GenerationSettings(mode=mode, model="test-model", **settings)
+        generation = GenerationSettings(**{"mode": mode, "model": "test-model", **settings})
         prompt = load_prompt(mode, generation.prompts_dir)
         spec = EpisodeSpec(
             problem=problem,

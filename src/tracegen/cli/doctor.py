@@ -16,7 +16,7 @@ SUMMARY = (
     "Check the server (or the embedded model), the model, logprobs, token ids, continuation "
     "and the sandbox; exit 1 if anything is wrong."
 )
-SETTINGS = ("hosts", "backend", "model", "chat_template", "sandbox")
+SETTINGS = ("hosts", "backend", "model", "chat_template", "sandbox", "tool_parser")
 
 
 @settings_command("doctor", SUMMARY)

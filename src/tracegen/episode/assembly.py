@@ -54,6 +54,7 @@ async def assemble(session: Session, scoring: Scoring, error: TraceError | None)
         continuation=session.turns.continuation,
         token_requests=transcript.token_requests,
         grammars=session.turns.grammars,
+        tool_path=session.tool_path,
         usage=session.turns.usage,
         error=error,
     )

@@ -13,7 +13,7 @@ from tracegen.episode.transcript import Transcript
 from tracegen.episode.turns import Turns
 from tracegen.llm.base import Backend
 from tracegen.sandbox.base import CodeRunner
-from tracegen.schema import Metrics, Role
+from tracegen.schema import Metrics, Role, ToolPath
 
 
 class Session:
@@ -30,6 +30,8 @@ class Session:
         self.turns = Turns(spec, backend, self.transcript, self.metrics, think)
         self.runs = Runs(spec.problem, sandbox, self.metrics, spec.settings.max_iterations)
         self.started = time.perf_counter()
+        self.tool_path: ToolPath | None = None
+        """Set by modes that give the model tools (``native-tools``)."""
 
     @property
     def tested(self) -> bool:

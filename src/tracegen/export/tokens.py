@@ -311,10 +311,13 @@ class _Encoder:
 
 def _closing(tokenizer: Tokenizer, rendered: str, head: str, message: ChatMessage) -> str:
     """What the template writes after an assistant message's content that the model wrote:
-    its tool calls, and the end-of-turn token when that is the EOS."""
-    if not rendered.startswith(head):
+    its tool calls (in the family's own syntax), and the end-of-turn token when that is the
+    EOS. The content is looked for after whatever the template writes before it (Qwen3's empty
+    ``<think>`` block, a harmony channel header), so the calls are trained on there too."""
+    at = rendered.find(head) if head else 0
+    if at < 0:
         return ""
-    tail = rendered[len(head) :]
+    tail = rendered[at + len(head) :]
     eos = tokenizer.eos_token
     at = tail.find(eos) if eos else -1
     if at >= 0:

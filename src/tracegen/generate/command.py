@@ -6,6 +6,8 @@ import asyncio
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tracegen.config import RunSettings
 from tracegen.data.prompts import load_prompt
@@ -30,7 +32,11 @@ from tracegen.llm.factory import choose_backend, local_backend, open_pool
 from tracegen.llm.packaged import DEFAULT_MODEL
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
+from tracegen.parsing.tool_parsers import choose_parser
 from tracegen.problems import load_problems
+
+if TYPE_CHECKING:
+    from tracegen.llm.local import LocalBackend
 
 EXECUTORS = {
     "local": "tracegen.generate.scheduler:LocalScheduler",
@@ -73,6 +79,8 @@ async def _run(settings: RunSettings) -> int:
     runs_in_process(settings, executor)
     settings = constrained(settings, mode.constrain_auto)
     local = local_backend(settings) if settings.backend == "local" else None
+    if mode.reads_tool_calls:
+        settings = with_tool_parser(settings, local, reporter.info)
     generation = settings.generation()
     plan = Plan(problems, generation, system_prompt, settings.num_samples, settings.seed)
     output, rejects = settings.output, settings.rejects
@@ -145,6 +153,17 @@ def starts_small(settings: RunSettings) -> bool:
         and "problems" not in settings.model_fields_set
         and not settings.problem_ids
     )
+
+
+def with_tool_parser(
+    settings: RunSettings, local: LocalBackend | None, say: Callable[[str], None]
+) -> RunSettings:
+    """``settings`` with the family parser ``--tool-parser`` (auto: the embedded model's chat
+    template, else the model's name) chose, said in the run's header."""
+    template = local.local.template or local.local.info.chat_template if local else None
+    choice = choose_parser(settings.tool_parser, template, settings.model)
+    say(f"tool parser: {choice.describe()}")
+    return settings.model_copy(update={"tool_parser_chosen": choice.parser})
 
 
 def constrained(settings: RunSettings, measured: bool) -> RunSettings:

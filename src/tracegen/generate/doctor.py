@@ -17,6 +17,7 @@ from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOpti
 from tracegen.llm.factory import Found, backend_for, choose_backend, identify, local_backend
 from tracegen.llm.http import PROBE_TIMEOUT_S
 from tracegen.modes import get_mode
+from tracegen.parsing.tool_parsers import choose_parser
 from tracegen.sandbox import detect_isolation
 from tracegen.schema import ChatMessage
 
@@ -99,6 +100,7 @@ async def check_local(settings: RunSettings) -> list[Check]:
             f"{backend.context_tokens} × {backend.slots} slot(s)",
         ),
         Check("template", "ok", f"chat template from {m.template_source}"),
+        _tool_parser(settings, "", m.template or m.info.chat_template),
     ]
     try:
         await backend.open()
@@ -141,6 +143,7 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
             return [*checks, Check(f"{prefix}model", "fail", str(e))]
         checks.append(Check(f"{prefix}model", "ok", f"{settings.model} present"))
         checks.append(await _tools(settings, prefix, backend, features))
+        checks.append(_tool_parser(settings, prefix, None))
         checks.append(_capability(settings, prefix, "thinking", features))
         checks += await _logprobs(settings, prefix, backend)
         checks.append(await _continuation(settings, prefix, backend, server))
@@ -174,6 +177,16 @@ def _one_token(settings: RunSettings, *messages: tuple[str, str]) -> ChatRequest
         options=SamplingOptions(max_tokens=1, context_tokens=settings.num_ctx),
         logprobs=True,
     )
+
+
+def _tool_parser(settings: RunSettings, prefix: str, template: str | None) -> Check:
+    """Which family's parser reads tool calls written as text (``--tool-parser``)."""
+    name = f"{prefix}tool parser"
+    try:
+        choice = choose_parser(settings.tool_parser, template, settings.model)
+    except ConfigError as e:
+        return Check(name, "fail", str(e))
+    return Check(name, "ok", choice.describe())
 
 
 async def _tools(

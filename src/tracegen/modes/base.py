@@ -38,6 +38,8 @@ class Mode(Protocol):
     """Whether it continues a partial assistant message (``--continuation`` must work)."""
     constrain_auto: ClassVar[bool]
     """Whether ``--constrain auto`` constrains this mode on the embedded model."""
+    reads_tool_calls: ClassVar[bool]
+    """Whether it reads tool calls the model writes as text (``--tool-parser`` applies)."""
 
     async def run(self, spec: EpisodeSpec, backend: Backend, sandbox: CodeRunner) -> Trace: ...
 
@@ -55,6 +57,7 @@ class TracedMode(ABC):
     """One model turn of the protocol as a grammar (`tracegen.modes.grammars`), used when
     decoding is constrained; None: the mode is never constrained."""
     constrain_auto: ClassVar[bool] = False
+    reads_tool_calls: ClassVar[bool] = False
     """Whether ``--constrain auto`` constrains this mode on the embedded model: where the
     measured table in README (The local backend) shows the grammar helps."""
 

@@ -1,9 +1,12 @@
 """``native-tools``: a ``python`` tool in the request's ``tools``; structured ``tool_calls``
 run as scripts and are answered with ``tool`` messages.
 
-Calls a model writes as text (Hermes/Qwen, Llama 3, Mistral formats; ``--tool-parser``
-picks one) are recovered: the assistant message keeps the text around them and carries
-them as ``tool_calls``, so the conversation continues as with native calls. A call that
+The tools reach the model through its chat template (``tools=``): the embedded model's template
+is rendered by tracegen, a server renders its own. Calls a model writes as text (in its family's
+format: ``--tool-parser``, by default the one its chat template or name names, see
+`tracegen.parsing.tool_parsers`) are recovered: the assistant message keeps the text around
+them and carries them as ``tool_calls``, so the conversation continues as with native calls.
+The trace's ``tool_path`` records which way the tools went and how the calls were read. A call that
 cannot be read is answered with a user message saying so (an ``error`` step, so the training
 format shows it); a second failure in a row ends the episode.
 """
@@ -17,11 +20,12 @@ import orjson
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.episode.limits import unreadable_twice
 from tracegen.episode.session import Session
+from tracegen.llm.local import HOST as EMBEDDED_HOST
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 from tracegen.modes.registry import register
-from tracegen.parsing.tool_parsers import parse_text_tool_calls
-from tracegen.schema import Step, ToolCall, Trace
+from tracegen.parsing.tool_parsers import AUTO, choose_parser, parse_text_tool_calls
+from tracegen.schema import Step, ToolCall, ToolPath, Trace
 
 TOOL_NAME = "python"
 NATIVE = "native"
@@ -47,22 +51,41 @@ UNREADABLE = (
 )
 
 
+def text_parser(session: Session) -> str | None:
+    """The family parser for calls written as text: ``--tool-parser``, or what ``auto`` chose
+    for the run (from the model's name when the run did not choose)."""
+    settings = session.settings
+    if settings.tool_parser and settings.tool_parser != AUTO:
+        return settings.tool_parser
+    if settings.tool_parser_chosen:
+        return settings.tool_parser_chosen
+    return choose_parser(None, None, settings.model).parser
+
+
 @register
 class NativeTools(TracedMode):
     name = "native-tools"
+    reads_tool_calls = True
 
     async def converse(self, session: Session) -> None:
         transcript, turns = session.transcript, session.turns
+        parser = text_parser(session)
         failed_before = False
         while True:
             completion = await turns.generate(SYSTEM_TAG_STOPS, tools=[PYTHON_TOOL])
+            path = session.tool_path = session.tool_path or ToolPath(
+                tools="template" if completion.host == EMBEDDED_HOST else "request",
+                parser=parser,
+            )
             said = content = transcript.strip(completion.content)
             calls, strategies = completion.tool_calls, [NATIVE] * len(completion.tool_calls)
+            path.server_calls += len(calls)
             failures: list[str] = []
             if not calls:
-                found = parse_text_tool_calls(content, session.settings.tool_parser)
+                found = parse_text_tool_calls(content, parser, [PYTHON_TOOL])
                 content, calls, failures = found.text, found.calls, found.failures
                 strategies = list(found.strategies)
+                path.text_calls += len(calls)
             index = transcript.add_assistant(completion, content, calls, said)
             steps = transcript.model_steps(content, index)
             turns.check_cut(completion)

@@ -1,196 +1,147 @@
-"""Recover tool calls a model wrote as text instead of structured ``tool_calls``.
+"""The registry of text tool-call parsers, and the public entry point `extract_tool_calls`.
 
-- ``hermes`` (alias ``qwen``): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
-  several per message; the last one may be unclosed.
-- ``llama3``: the whole message is ``{"name": ..., "parameters": {...}}`` (several joined
-  by ``;``, or a JSON list), optionally after ``<|python_tag|>``.
-- ``mistral``: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]``, or the newer
-  ``[TOOL_CALLS]name[ARGS]{...}`` (with ``[CALL_ID]id`` before ``[ARGS]`` if present).
-
-The JSON inside is read with the repairs of `parse_tool_call`. A call in a recognised
-wrapper that still cannot be read stays in the remaining text and is listed in
-``failures``, so the caller can tell the model.
+Servers that parse tool calls themselves (vLLM, SGLang with ``--tool-call-parser``) hand back
+structured ``tool_calls``; the embedded model, llama.cpp's server without its parser, Ollama's
+raw mode and every exact-token path leave the calls in the text, written in the model family's
+own format. Each parser reads one format (names as vLLM names its parsers; `ALIASES` keeps
+older names working): the calls come back with their arguments as JSON objects, the text
+left, and why each unreadable call failed. JSON arguments get the repairs of
+`tracegen.parsing.toolcall.parse_tool_call`; a call that still cannot be read is reported,
+never invented.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import orjson
-
 from tracegen.errors import ConfigError
-from tracegen.parsing.toolcall import (
-    ParsedToolCall,
-    Strategy,
-    ToolCallParseError,
-    find_tool_call,
-    from_json_object,
-    load_json,
-    parse_tool_call,
-    unfence,
+from tracegen.parsing.autodetect import Choice, detect_tool_parser
+from tracegen.parsing.formats_json import (
+    deepseek,
+    granite,
+    granite_20b_fc,
+    hermes,
+    kimi_k2,
+    llama3_json,
+    minimax,
+    mistral,
+    openai,
+    phi4_mini_json,
+    xlam,
 )
-from tracegen.schema import ToolCall, ToolFunction
+from tracegen.parsing.formats_markup import glm45, minimax_m2, qwen3_coder
+from tracegen.parsing.formats_pythonic import llama4_pythonic, pythonic
+from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools
+from tracegen.schema import ToolCall
 
-
-@dataclass
-class TextToolCalls:
-    """What a parser found: the text left, the calls, how each was read, what failed."""
-
-    text: str
-    calls: list[ToolCall] = field(default_factory=list)
-    strategies: list[Strategy] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-
-    def add(self, parsed: ParsedToolCall, call_id: str | None = None) -> None:
-        function = ToolFunction(name=parsed.name, arguments=parsed.arguments, index=len(self.calls))
-        self.calls.append(ToolCall(id=call_id, function=function))
-        self.strategies.append(parsed.strategy)
-
-
-Parser = Callable[[str], TextToolCalls | None]
-"""Reads one format; None when the text holds no call in that format."""
-
-_LLAMA_TAG = "<|python_tag|>"
-_LLAMA_END = re.compile(r"(?:<\|eom_id\|>|<\|eot_id\|>)\s*\Z")
-_LLAMA_CALL = re.compile(r"""\A\{\s*["']name["']\s*:""")
-_LLAMA_ARGS = re.compile(r"""["'](?:parameters|arguments)["']\s*:""")
-_LLAMA_SPLIT = re.compile(r"(?<=\})\s*;\s*(?=\{)")
-_MISTRAL_TAG = "[TOOL_CALLS]"
-_MISTRAL_END = re.compile(r"</s>\s*\Z")
-_MISTRAL_SPLIT = re.compile(r"""(?<=\})\s*,\s*(?=\{\s*["']name["'])""")
-
-
-def _remaining(kept: list[str], found: TextToolCalls) -> TextToolCalls:
-    if found.calls:
-        found.text = "".join(kept).strip()
-    return found
-
-
-def hermes(text: str) -> TextToolCalls | None:
-    """``<tool_call>{...}</tool_call>`` blocks, anywhere in the text."""
-    found = TextToolCalls(text)
-    kept: list[str] = []
-    pos = 0
-    while (match := find_tool_call(text, pos)) is not None:
-        try:
-            parsed = parse_tool_call(match.payload)
-        except ToolCallParseError as e:
-            found.failures.append(str(e))
-            kept.append(text[pos : match.end])
-        else:
-            kept.append(text[pos : match.start])
-            found.add(parsed)
-        pos = match.end
-    if pos == 0:
-        return None
-    kept.append(text[pos:])
-    return _remaining(kept, found)
-
-
-def _read_list(body: str, found: TextToolCalls) -> None:
-    """A JSON list of calls; when it is broken beyond repair, each element on its own."""
-    loaded = load_json(body)
-    if loaded is not None and isinstance(loaded[0], list) and loaded[0]:
-        items, strategy = loaded
-        for item in items:
-            try:
-                parsed = from_json_object(item, strategy)
-            except ToolCallParseError as e:
-                found.failures.append(str(e))
-            else:
-                call_id = item.get("id") if isinstance(item, dict) else None
-                found.add(parsed, call_id if isinstance(call_id, str) else None)
-        return
-    inner = body.strip()[1:]
-    inner = inner[:-1] if inner.rstrip().endswith("]") else inner
-    for part in _MISTRAL_SPLIT.split(inner.strip()):
-        _read_one(part, found)
-
-
-def _read_one(payload: str, found: TextToolCalls, call_id: str | None = None) -> None:
-    try:
-        found.add(parse_tool_call(payload), call_id)
-    except ToolCallParseError as e:
-        found.failures.append(str(e))
-
-
-def llama3(text: str) -> TextToolCalls | None:
-    """A whole message of JSON calls with ``parameters``, maybe after ``<|python_tag|>``."""
-    before, tag, rest = text.partition(_LLAMA_TAG)
-    if not tag:
-        before, rest = "", text
-    body = unfence(_LLAMA_END.sub("", rest))
-    first = body.lstrip("[ \t\r\n")
-    if not (_LLAMA_CALL.match(first) and _LLAMA_ARGS.search(first)):
-        return None
-    found = TextToolCalls(text)
-    if body.startswith("["):
-        _read_list(body, found)
-    else:
-        for part in _LLAMA_SPLIT.split(body):
-            _read_one(part, found)
-    return _remaining([before], found)
-
-
-def mistral(text: str) -> TextToolCalls | None:
-    """``[TOOL_CALLS]`` followed by a JSON list, or by ``name[ARGS]{...}`` calls."""
-    before, tag, rest = text.partition(_MISTRAL_TAG)
-    if not tag:
-        return None
-    found = TextToolCalls(text)
-    rest = _MISTRAL_END.sub("", rest)
-    if rest.lstrip().startswith("["):
-        _read_list(rest.strip(), found)
-        return _remaining([before], found)
-    for call in rest.split(_MISTRAL_TAG):
-        head, args_tag, args = call.partition("[ARGS]")
-        name, _, call_id = head.partition("[CALL_ID]")
-        if not args_tag or not name.strip():
-            found.failures.append("[TOOL_CALLS] without a name and [ARGS]")
-            continue
-        payload = b'{"name": ' + orjson.dumps(name.strip()) + b', "arguments": '
-        _read_one(payload.decode() + args.strip() + "}", found, call_id.strip() or None)
-    return _remaining([before], found)
-
-
-_PARSERS: dict[str, Parser] = {
+AUTO = "auto"
+PARSERS: dict[str, Parser] = {
     "hermes": hermes,
-    "qwen": hermes,
+    "qwen3_coder": qwen3_coder,
+    "deepseek_v3": deepseek,
+    "deepseek_v31": deepseek,
+    "llama3_json": llama3_json,
+    "pythonic": pythonic,
+    "llama4_pythonic": llama4_pythonic,
     "mistral": mistral,
-    "llama3": llama3,
+    "kimi_k2": kimi_k2,
+    "glm45": glm45,
+    "openai": openai,
+    "granite": granite,
+    "granite-20b-fc": granite_20b_fc,
+    "phi4_mini_json": phi4_mini_json,
+    "xlam": xlam,
+    "minimax": minimax,
+    "minimax_m2": minimax_m2,
 }
+"""Each family's parser, by vLLM's name for it."""
+
+ALIASES: dict[str, str] = {
+    "qwen": "hermes",
+    "qwen25": "hermes",
+    "qwen3_xml": "qwen3_coder",
+    "llama3": "llama3_json",
+    "llama4_json": "llama3_json",
+    "deepseek_v3_1": "deepseek_v31",
+    "glm47": "glm45",
+    "gpt-oss": "openai",
+    "harmony": "openai",
+}
+"""Other names users know the formats by (tracegen's earlier names, other projects')."""
+
+TRY_ORDER: tuple[str, ...] = (
+    "kimi_k2",
+    "deepseek_v31",
+    "openai",
+    "minimax_m2",
+    "qwen3_coder",
+    "glm45",
+    "hermes",
+    "minimax",
+    "mistral",
+    "phi4_mini_json",
+    "granite",
+    "granite-20b-fc",
+    "llama4_pythonic",
+    "llama3_json",
+    "xlam",
+)
+"""The formats tried in turn when no parser is named: the most distinctive markers first."""
 
 
 def parser_names() -> list[str]:
-    """The names `get_parser` knows."""
-    return sorted(_PARSERS)
+    """The names `get_parser` knows, aliases included."""
+    return sorted({*PARSERS, *ALIASES})
+
+
+def canonical_name(name: str) -> str:
+    """The registry's name for ``name`` (an alias resolved); `ConfigError` when unknown."""
+    name = ALIASES.get(name, name)
+    if name not in PARSERS:
+        known = ", ".join(parser_names())
+        raise ConfigError(f"unknown tool parser {name!r} (known: auto, {known})")
+    return name
+
+
+def choose_parser(asked: str | None, template: str | None, model: str | None) -> Choice:
+    """The parser a run uses: the family ``asked`` for, or (None or ``auto``) the one the chat
+    ``template`` or the ``model``'s name names (`detect_tool_parser`)."""
+    if asked and asked != AUTO:
+        return Choice(canonical_name(asked), "--tool-parser")
+    return detect_tool_parser(template, model)
 
 
 def get_parser(name: str) -> Parser:
     """The parser called ``name``; an unknown name is a `ConfigError` listing the known ones."""
-    try:
-        return _PARSERS[name]
-    except KeyError:
-        known = ", ".join(parser_names())
-        raise ConfigError(f"unknown tool parser {name!r} (known: {known})") from None
+    return PARSERS[canonical_name(name)]
 
 
-def parse_text_tool_calls(text: str, parser: str | None = None) -> TextToolCalls:
-    """Every tool call written as text, read by ``parser`` or by the first format present."""
-    parsers = [get_parser(parser)] if parser else list(dict.fromkeys(_PARSERS.values()))
-    for parse in parsers:
-        found = parse(text)
-        if found is not None:
+def parse_text_tool_calls(
+    text: str, parser: str | None = None, tools: Tools = None
+) -> TextToolCalls:
+    """Every tool call written as text, read by ``parser``, or (None or ``auto``) by the first
+    format that reads a call (the first that recognised a broken one when none does)."""
+    if parser and parser != AUTO:
+        return get_parser(parser)(text, tools) or TextToolCalls(text)
+    broken: TextToolCalls | None = None
+    for name in TRY_ORDER:
+        found = PARSERS[name](text, tools)
+        if found is None:
+            continue
+        if found.calls:
             return found
-    return TextToolCalls(text)
+        broken = broken or found
+    return broken or TextToolCalls(text)
 
 
-def extract_tool_calls(text: str, parser: str | None = None) -> tuple[str, list[ToolCall]]:
-    """The text left once tool calls written as text are taken out, and those calls.
+def extract_tool_calls(
+    text: str, parser: str | None = None, tools: Tools = None
+) -> tuple[str, list[ToolCall]]:
+    """The text left once the tool calls written in it are taken out, and those calls.
 
-    Text with no call comes back unchanged with no calls.
+    ``parser`` names the model family's format (`parser_names`; None or ``auto`` tries each
+    in turn); ``tools``, the request's OpenAI-style tool list, types the arguments of the
+    formats that write each one as text (``qwen3_coder``, ``glm45``, ``minimax_m2``). Text
+    with no call comes back unchanged with no calls; use `parse_text_tool_calls` to learn why
+    a call could not be read.
     """
-    found = parse_text_tool_calls(text, parser)
+    found = parse_text_tool_calls(text, parser, tools)
     return found.text, found.calls

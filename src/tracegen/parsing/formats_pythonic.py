@@ -1,0 +1,147 @@
+"""Tool calls written as a Python list of calls: ``[get_weather(city="Paris", days=2), …]``.
+
+- ``pythonic`` (Llama 3.2 with vLLM's pythonic template, ToolACE): lists of calls anywhere in
+  the text (as SGLang reads them); a list that cannot be read is reported when it ends the
+  message, and left as prose elsewhere.
+- ``llama4_pythonic``: the same, maybe between ``<|python_start|>`` and ``<|python_end|>``.
+
+Arguments are keywords whose values are Python literals (strings, numbers, ``True``/``None``,
+lists, dicts); read with `ast`, never evaluated. Source: vLLM ``pythonic_tool_parser.py`` and
+``llama4_pythonic_tool_parser.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from tracegen.parsing.textcalls import TextToolCalls, Tools
+from tracegen.schema import json_value
+
+_PY_START = "<|python_start|>"
+_PY_END = "<|python_end|>"
+_OPENING = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
+
+
+class _NotACall(ValueError):
+    pass
+
+
+def _name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_name(node.value)}.{node.attr}"
+    raise _NotACall("a call whose function is not a name")
+
+
+def _read(source: str) -> list[tuple[str, dict[str, Any]]] | None:
+    """The calls in ``source``; None when it is not a list of calls at all."""
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    body = tree.body
+    if not isinstance(body, ast.List | ast.Tuple) or not body.elts:
+        return None
+    if not all(isinstance(e, ast.Call) for e in body.elts):
+        return None
+    calls = []
+    for call in body.elts:
+        assert isinstance(call, ast.Call)
+        name = _name(call.func)
+        if call.args:
+            raise _NotACall(f"{name}: positional arguments (only keyword=value is a call)")
+        arguments: dict[str, Any] = {}
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                raise _NotACall(f"{name}: **arguments")
+            try:
+                arguments[keyword.arg] = ast.literal_eval(keyword.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                raise _NotACall(f"{name}: {keyword.arg} is not a literal value") from None
+        try:
+            json_value(arguments)
+        except ValueError as e:
+            raise _NotACall(f"{name}: the arguments hold {e}") from None
+        calls.append((name, arguments))
+    return calls
+
+
+def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """Python lists of keyword calls, wherever they stand in the text."""
+    found = TextToolCalls(text)
+    kept, pos = [], 0
+    for opening in _OPENING.finditer(text):
+        start = opening.start()
+        if start < pos or (start > 0 and text[start - 1] not in " \t\r\n:>"):
+            continue
+        read = _list_at(text, start)
+        if read is None:
+            continue
+        end, calls = read
+        if isinstance(calls, str):
+            if not text[end:].strip():  # a list ending the message was meant as the calls
+                found.failures.append(calls)
+            continue
+        kept.append(text[pos:start])
+        pos = end
+        for name, arguments in calls:
+            found.add_arguments(name, arguments)
+    if not found.calls and not found.failures:
+        return None
+    kept.append(text[pos:])
+    return found.finish("".join(kept))
+
+
+def _list_at(text: str, start: int) -> tuple[int, list[tuple[str, dict[str, Any]]] | str] | None:
+    """The list of calls opening at ``start`` and where it ends; a reason instead of the calls
+    when it is a list of calls that cannot be read; None when no list of calls opens there."""
+    end = _closing_bracket(text, start)
+    if end is None:
+        return None
+    try:
+        calls = _read(text[start:end])
+    except (_NotACall, RecursionError) as e:
+        return end, str(e)
+    return None if calls is None else (end, calls)
+
+
+def _closing_bracket(text: str, start: int) -> int | None:
+    """The index just past the bracket closing the one at ``start``, Python string literals
+    skipped; None when it is never closed."""
+    depth, quote, i, n = 0, "", start, len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            i += len(quote) - 1
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def llama4_pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``pythonic``, maybe between ``<|python_start|>`` and ``<|python_end|>``."""
+    before, tag, rest = text.partition(_PY_START)
+    if not tag:
+        return pythonic(text.replace(_PY_END, ""), tools)
+    inner, _, after = rest.partition(_PY_END)
+    found = pythonic(inner, tools)
+    if found is None:
+        return None
+    prose = found.text if found.calls else ""
+    found.text = text
+    return found.finish(before + prose + after)
