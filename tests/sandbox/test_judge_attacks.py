@@ -71,7 +71,7 @@ async def test_a_stop_iteration_fails_the_test_as_a_runtime_error(judged: Sandbo
     [
         "injects-ready-and-answers-at-import",
         "answers-twice-from-inside-the-call",
-        "crosses-its-descriptors",
+        "swaps-in-a-calls-pipe-of-its-own",
     ],
 )
 async def test_answers_not_made_for_their_call_garble_the_channel(
