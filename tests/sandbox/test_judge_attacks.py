@@ -129,7 +129,7 @@ def test_io_values_compare_exactly_for_ints_within_a_tolerance_for_floats(
 # ---------------------------------------------------------------- as a normal user
 
 SCRIPT = r"""
-import asyncio, json, os, sys
+import asyncio, concurrent.futures.thread, json, os, sys
 sys.path[:0] = [{root!r}, {src!r}]
 from tests.support.judge_attacks import ATTACKS, RIGHT
 from tracegen.sandbox import Sandbox, SandboxLimits, isolation
@@ -138,7 +138,10 @@ os.setgroups([])
 os.setresgid({uid}, {uid}, {uid})
 os.setresuid({uid}, {uid}, {uid})
 if not os.access(isolation.python_executable(), os.X_OK):
+    # The interpreter tracegen runs under sits where nobody cannot go (a pyenv under
+    # /root): the sandbox needs only the standard library, of any Python {version}.
     isolation.python_executable = lambda: {system_python!r}
+    isolation._python_dirs = lambda: []  # bwrap: the system's Python is under /usr
 
 async def main():
     out = {{"uid": os.getuid()}}
@@ -188,6 +191,7 @@ def test_attacks_on_the_judging_fail_for_a_user_without_root(shared: Path, isola
         src=str(ROOT / "src"),
         uid=NOBODY,
         system_python=system_python,
+        version=f"{sys.version_info.major}.{sys.version_info.minor}",
         isolation=isolation,
     )
     done = subprocess.run(

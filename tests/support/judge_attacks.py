@@ -99,6 +99,23 @@ EVEN = Problem(
         TestCase(name="four", kind="assert", code="assert is_even(4) is True\n"),
     ],
 )
+ROOT = Problem(
+    id="root",
+    prompt="Write `root(x)` returning the square root of x, raising ValueError if x < 0.",
+    entry_point="root",
+    tests=[
+        TestCase(
+            name="negative",
+            kind="check",
+            code=(
+                "def check(candidate):\n"
+                "    try:\n        candidate(-1)\n    except:\n        pass\n"
+                "    else:\n        raise AssertionError('no error')\n"
+            ),
+        ),
+    ],
+)
+"""A test with a bare ``except:``, which catches what the judge raises too."""
 SORTED = Problem(
     id="sorted",
     prompt="Write `ascending(xs)` returning xs sorted.",
@@ -336,6 +353,7 @@ ATTACKS: dict[str, Case] = {
         "from fractions import Fraction\nfrom decimal import Decimal\n"
         "def times_ten(n):\n    return Fraction(n * 10 + 1, 1) if n > 2 else Decimal(n * 10 + 1)\n",
     ),
+    "a-refused-value-for-a-bare-except": Case(ROOT, "def root(x):\n    return iter(())\n"),
     "a-list-nested-a-hundred-thousand-deep": Case(
         SORTED,
         "def ascending(xs):\n"
@@ -436,6 +454,10 @@ RIGHT: dict[str, Case] = {
         "    value = next(it)\n"
         "    try:\n        next(it)\n    except StopIteration:\n        pass\n"
         "    return next(iter(()), value)\n",
+    ),
+    "root": Case(
+        ROOT,
+        "def root(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x ** 0.5\n",
     ),
     "ten-as-floats": Case(TEN, "def times_ten(n):\n    return float(n * 10)\n"),
     "half-with-rounding-noise": Case(HALF, "def half(x):\n    return x / 2 * (1 + 1e-12)\n"),

@@ -312,6 +312,7 @@ class _Channel:
         self.replies = open(replies_fd, "rb", closefd=False)  # noqa: SIM115
         self.state = "ok"  # "gone" | "garbled"
         self.hello: str | None = None
+        self.refused: str | None = None  # the first value refused during the current test
 
     def _fail(self, state: str) -> CandidateGone:
         self.state = state
@@ -364,7 +365,9 @@ class _Channel:
                 return _wire.decode(answer[1])
             if len(answer) == 2 and answer[0] == "refused":
                 what = str(answer[1])[:REPR_LIMIT]
-                raise NotPlainData(f"{message[1]} gave {what}; only plain data ({_PLAIN}) counts")
+                said = f"{message[1]} gave {what}; only plain data ({_PLAIN}) counts"
+                self.refused = self.refused or said
+                raise NotPlainData(said)
             if len(answer) == 3 and answer[0] == "raise":
                 raise _rebuild(str(message[1]), str(answer[1]), str(answer[2])[:REPR_LIMIT])
         except _wire.Garbled:
@@ -464,10 +467,17 @@ def _importable(module: Any) -> bool:
 
 
 def _run_test(
-    test: dict[str, Any], namespace: dict[str, Any], code: Any, entry: CandidateProxy | None
+    test: dict[str, Any],
+    namespace: dict[str, Any],
+    code: Any,
+    entry: CandidateProxy | None,
+    channel: _Channel,
 ) -> dict[str, Any]:
+    """One test's result. A test that passed although a value of the program was refused
+    on the way (a bare ``except:`` took `NotPlainData` for the error it expected) fails."""
     result: dict[str, Any] = {"name": test["name"], "passed": False}
     filename = f"<test {test['name']}>"
+    channel.refused = None
     try:
         if test["kind"] == "io":
             result["passed"] = None  # compared by tracegen, which alone holds `expected`
@@ -495,6 +505,8 @@ def _run_test(
                 result["error"] = "NameError: the test code defines no check(candidate)"
                 return result
             check(entry)
+        if channel.refused is not None:
+            raise NotPlainData(channel.refused)
         result["passed"] = True
     except BaseException as e:
         result["error"] = _last_line(e, filename)
@@ -532,7 +544,9 @@ def judge(payload: dict[str, Any], channel: _Channel) -> dict[str, Any]:
         return {"phase": "code", "channel": channel.state, "tests": []}
     proxy = namespace.get(entry) if entry else None
     proxy = proxy if isinstance(proxy, CandidateProxy) else None
-    results = [_run_test(t, namespace, c, proxy) for t, c in zip(tests, compiled, strict=True)]
+    results = [
+        _run_test(t, namespace, c, proxy, channel) for t, c in zip(tests, compiled, strict=True)
+    ]
     return {"phase": "done", "channel": channel.state, "tests": results}
 
 
