@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest_asyncio
 
 from tests.support.judge_attacks import ATTACKS, MAPPED, RIGHT, SQUARE
 from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS, LIMITS, sandbox_processes
-from tracegen.sandbox import Sandbox, _wire
+from tracegen.sandbox import Sandbox, _harness, _wire
 from tracegen.schema import ExecResult, Problem, TestCase
 
 NOBODY = 65534
@@ -131,7 +132,8 @@ def test_io_values_compare_exactly_for_ints_within_a_tolerance_for_floats(
 SCRIPT = r"""
 import asyncio, concurrent.futures.thread, json, os, sys
 sys.path[:0] = [{root!r}, {src!r}]
-from tests.support.judge_attacks import ATTACKS, RIGHT
+from tests.support.forgeries import FORGERIES, RLIMIT_USER_GAPS, SQUARE
+from tests.support.judge_attacks import ATTACKS, RIGHT, Case
 from tracegen.sandbox import Sandbox, SandboxLimits, isolation
 
 os.setgroups([])
@@ -148,7 +150,10 @@ async def main():
     limits = SandboxLimits(timeout_s=3, cpu_s=3, memory_mb=512, processes=64)
     async with Sandbox({isolation!r}, limits=limits, concurrency=2) as sandbox:
         out["isolation"] = sandbox.isolation
-        for group, cases in (("attack", ATTACKS), ("right", RIGHT)):
+        forgeries = {{n: Case(SQUARE, c) for n, c in FORGERIES.items()}}
+        if {isolation!r} == "rlimit":
+            forgeries = {{n: c for n, c in forgeries.items() if n not in RLIMIT_USER_GAPS}}
+        for group, cases in (("attack", ATTACKS), ("forgery", forgeries), ("right", RIGHT)):
             for name, case in cases.items():
                 r = await sandbox.run_tests(case.code, case.problem)
                 out[group + ":" + name] = [r.status, [t.name for t in r.tests if t.passed]]
@@ -181,6 +186,7 @@ def shared() -> Iterator[Path]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_attacks_on_the_judging_fail_for_a_user_without_root(shared: Path, isolation: str) -> None:
+    """Both corpora (the first one's rlimit gaps aside: the README's isolation table)."""
     if isolation == "bwrap" and shutil.which("bwrap") is None:
         pytest.skip("bwrap (bubblewrap) is not installed")
     system_python = _system_python()
@@ -205,7 +211,8 @@ def test_attacks_on_the_judging_fail_for_a_user_without_root(shared: Path, isola
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
     assert (out["uid"], out["isolation"]) == (NOBODY, isolation)
-    passing = {k: v for k, v in out.items() if k.startswith("attack:") and (v[0] == "ok" or v[1])}
+    attacks = ("attack:", "forgery:")
+    passing = {k: v for k, v in out.items() if k.startswith(attacks) and (v[0] == "ok" or v[1])}
     assert passing == {}
     failing = {k: v for k, v in out.items() if k.startswith("right:") and v[0] != "ok"}
     assert failing == {}
@@ -219,3 +226,56 @@ def test_the_corpus_covers_forty_classes_of_attack() -> None:
     assert not set(ATTACKS) & set(FORGERIES)
     problems: list[Problem] = [case.problem for case in (*ATTACKS.values(), *RIGHT.values())]
     assert all(isinstance(t, TestCase) for p in problems for t in p.tests)
+
+
+# ---------------------------------------------------------------- the channel, in process
+
+
+def judge_over_pipes(code: str, problem: Problem, ahead: bytes = b"") -> dict[str, Any]:
+    """The judge's report on ``code``, its candidate served by a thread of this process;
+    ``ahead`` is written to the judge's channel before the candidate starts."""
+    calls_r, calls_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    stdin_r, stdin_w = os.pipe()
+    request = {"setup": problem.setup, "code": code, "entry_point": problem.entry_point}
+    os.write(stdin_w, _wire.dumps(request))
+    os.close(stdin_w)
+    os.write(answers_w, ahead)
+    candidate = threading.Thread(
+        target=_harness.serve_candidate, args=(stdin_r, answers_w, calls_r), daemon=True
+    )
+    candidate.start()
+    fields = {"name", "kind", "args", "kwargs", "code"}
+    tests = [t.model_dump(include=fields) for t in problem.tests]
+    payload = {"setup": problem.setup, "entry_point": problem.entry_point, "tests": tests}
+    try:
+        return _harness.judge(payload, _harness._Channel(calls_w, answers_r))
+    finally:
+        os.close(calls_w)
+        candidate.join(5)
+        for fd in (calls_r, answers_r, answers_w, stdin_r):
+            os.close(fd)
+
+
+HONEST_SQUARE = "def square(x):\n    return x * x\n"
+
+
+def test_over_pipes_an_honest_candidate_passes() -> None:
+    report = judge_over_pipes(HONEST_SQUARE, SQUARE)
+    assert report["channel"] == "ok"
+    assert [t["passed"] for t in report["tests"]] == [None, True, True]
+    assert report["tests"][0]["value"] == 9
+
+
+@pytest.mark.parametrize(
+    "ahead",
+    [
+        b'{"phase": "ready", "names": {"square": "call"}}\n["ok", [9]]\n',  # unbound answers
+        b'[null, "ready", {"square": "call"}]\n',
+        b'["00000000000000000000000000000000", "ready", {"square": "call"}]\n',
+        b'[0, "ready", {"square": "call"}]\n',
+    ],
+)
+def test_over_pipes_a_line_written_before_its_call_garbles_the_channel(ahead: bytes) -> None:
+    report = judge_over_pipes(HONEST_SQUARE, SQUARE, ahead)
+    assert (report["channel"], report["tests"]) == ("garbled", [])
