@@ -127,6 +127,15 @@ SORTED = Problem(
 )
 
 
+USES_UTIL = Problem(
+    id="uses-util",
+    prompt="Write `square(x)` returning x * x.",
+    entry_point="square",
+    tests=[TestCase(name="t", kind="assert", code="assert square(3) == 9 and bool(util)\n")],
+)
+"""A test that takes the name ``util`` from the program (a module it imports)."""
+
+
 @dataclass(frozen=True)
 class Case:
     problem: Problem
@@ -354,11 +363,11 @@ ATTACKS: dict[str, Case] = {
         "def times_ten(n):\n    return Fraction(n * 10 + 1, 1) if n > 2 else Decimal(n * 10 + 1)\n",
     ),
     "a-refused-value-for-a-bare-except": Case(ROOT, "def root(x):\n    return iter(())\n"),
-    "a-list-nested-a-hundred-thousand-deep": Case(
+    "a-list-nested-twenty-thousand-deep": Case(
         SORTED,
         "def ascending(xs):\n"
         "    deep = []\n"
-        "    for _ in range(100_000):\n        deep = [deep]\n"
+        "    for _ in range(20_000):\n        deep = [deep]\n"
         "    return deep\n",
     ),
     # --- what the program changes in its own process, hoping the judge shares it
@@ -380,18 +389,15 @@ ATTACKS: dict[str, Case] = {
         "def square(x):\n    return 0\n",
     ),
     "binds-a-test-name-to-a-module-that-runs-on-import": Case(
-        Problem(
-            id="runs-on-import",
-            prompt="Write `square(x)` returning x * x.",
-            entry_point="square",
-            tests=[
-                TestCase(name="t", kind="assert", code="assert square(3) == 9 and bool(util)\n")
-            ],
-        ),
+        USES_UTIL,
         # A module object of the program's own making, named after a script of the
         # standard library (unittest's runs the tests it finds, then exits).
         "import types\nutil = types.ModuleType('unittest.__main__')\n"
         "def square(x):\n    return 0\n",
+    ),
+    "binds-a-test-name-to-cpythons-test-suite": Case(
+        USES_UTIL,
+        "import types\nutil = types.ModuleType('test.autotest')\ndef square(x):\n    return 0\n",
     ),
     "gc-callback-forges": Case(
         SQUARE,

@@ -453,8 +453,11 @@ def _bind(
                 namespace[name] = __import__(kind[1], fromlist=["_"])
 
 
-_ACTS_ON_IMPORT = frozenset({"__hello__", "__phello__", "antigravity", "idlelib", "this"})
-"""Standard modules whose import does something (prints, starts a browser or a GUI)."""
+_ACTS_ON_IMPORT = frozenset(
+    {"__hello__", "__phello__", "antigravity", "idlelib", "test", "this", "turtledemo"}
+)
+"""Standard packages whose import does something: prints, starts a browser or a GUI, runs
+CPython's own test suite (``test.autotest``)."""
 
 
 def _importable(module: Any) -> bool:
