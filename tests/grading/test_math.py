@@ -37,7 +37,15 @@ MATCHING = [
     ("\\boxed{72}", "72"),
     ("-5", "-5.0"),
 ]
-DIFFERENT = [("17", "18"), ("18", "180"), ("-18", "18"), ("1/3", "0.3"), ("", "18")]
+DIFFERENT = [
+    ("17", "18"),
+    ("18", "180"),
+    ("-18", "18"),
+    ("1/3", "0.3"),
+    ("", "18"),
+    ("10000005", "10000000"),  # within a relative 1e-6, but a whole number is exact
+    ("84.0000001", "84"),
+]
 
 
 @pytest.mark.parametrize(("predicted", "expected"), MATCHING)

@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from tests.support.fake_ollama import FakeOllama, Reply
-from tests.support.forgeries import FORGERIES, SQUARE
+from tests.support.forgeries import FORGERIES, RLIMIT_GAPS, SQUARE
 from tests.support.runs import tracegen
 from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS, LIMITS, sandbox_processes
 from tests.support.scenarios import markers_reply, read_jsonl, run_args, task_of
@@ -24,10 +24,6 @@ from tracegen.sandbox import Sandbox
 from tracegen.schema import ExecResult
 
 HONEST = "def square(x):\n    return x * x\n"
-RLIMIT_GAPS = {"reads-the-problem-file", "reads-other-processes-memory"}
-"""Forgeries `--sandbox rlimit` does not stop: it confines no file and hides no process, so
-code that can read the problem file (or a command line or memory that holds expected
-values) learns them (see the README's isolation table)."""
 
 
 def passed_tests(result: ExecResult) -> list[str]:

@@ -74,6 +74,8 @@ def _numbers_match(predicted: str, expected: str) -> bool:
     a, b = parse_number(predicted), parse_number(expected)
     if a is None or b is None:
         return _unwrap(predicted).casefold() == _unwrap(expected).casefold()
+    if b.denominator == 1:  # a whole number: 10000005 is not 10000000
+        return a == b
     return a == b or math.isclose(a, b, rel_tol=_REL_TOL, abs_tol=1e-9)
 
 

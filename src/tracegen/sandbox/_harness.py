@@ -10,8 +10,22 @@ Tests never run in the process of the code they judge:
   ``candidate`` and any other name the tests take from the program are bound to
   `CandidateProxy` objects that forward calls over a pair of pipes. Values that are not
   plain data are refused (`NotPlainData`), so an object whose ``__eq__`` always says yes
-  never reaches a comparison. Its report goes to tracegen over a pipe of its own, as
-  ``HMAC-SHA256 hex + "\\n" + JSON`` under a key that arrives with the tests.
+  never reaches a comparison. An exception the program raised is raised again as the
+  same built-in class, except those that steer the judge's own control flow
+  (``StopIteration`` ends a ``map``, ``SystemExit`` and other ``BaseException`` ones skip
+  ``except Exception``): those arrive as a `RuntimeError` naming them. Its report goes
+  to tracegen over a pipe of its own, as ``HMAC-SHA256 hex + "\\n" + JSON`` under a key
+  that arrives with the tests;
+- **each answer is bound to its call**: every message of the judge carries a nonce drawn
+  from ``os.urandom`` for it alone, and only an answer that repeats it is taken (anything
+  else garbles the channel for good). The candidate controls its whole process, its end
+  of the pipes included (hiding their descriptors would not keep it from finding them in
+  ``/proc/self/fd``), so it can write there whatever and whenever it likes. What it cannot
+  do is know a nonce before the judge sends it: an answer written at import time, ahead
+  of its call, twice, or by a thread or a forked copy for a call it was not sent, is
+  refused. An accepted answer was made after its call, from its arguments: what a
+  stateful function could return. The tests, their expected values and the report's key
+  stay in the judge, a process the candidate can neither read nor write.
 
 A script (a tool call, `Sandbox.run_code`) runs alone, as ``__main__``, and reports its
 exit the same way. The zygote that forks these processes is `tracegen.sandbox._zygote`.
@@ -138,14 +152,18 @@ def _exception_name(exc: BaseException) -> str:
 
 
 def _exception_answer(exc: BaseException) -> list[Any]:
-    name = _exception_name(exc)
     try:
-        message = str(exc)
-    except BaseException:
-        message = ""
-    if type(exc).__name__ != name:
-        message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    return ["raise", name, message[:REPR_LIMIT]]
+        name = _exception_name(exc)
+        own = type.__dict__["__name__"].__get__(type(exc))
+        try:
+            message = str.__str__(str(exc))  # a str subclass's own methods are not called
+        except BaseException:
+            message = ""
+        if own != name:
+            message = f"{own}: {message}" if message else own
+        return ["raise", name, message[:REPR_LIMIT]]
+    except BaseException:  # an exception class that fights being described
+        return ["raise", "Exception", "an exception that cannot be described"]
 
 
 def _value_answer(value: Any) -> list[Any]:
@@ -171,7 +189,8 @@ def _names(namespace: dict[str, Any]) -> dict[str, Any]:
 
 
 def _answer(message: Any, namespace: dict[str, Any]) -> list[Any]:
-    """The answer to one call from the judge."""
+    """The answer to one call from the judge: ``["get", name]`` or
+    ``["call", name, args, kwargs]``."""
     try:
         op, name = message[0], message[1]
         target = namespace.get(name)
@@ -188,32 +207,37 @@ def _answer(message: Any, namespace: dict[str, Any]) -> list[Any]:
         return _exception_answer(e)
 
 
-def serve_candidate(stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CALLS_FD) -> int:
-    """Run setup and code, say what they define, then answer the judge's calls until EOF."""
-    payload = _take_payload(stdin)
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-
-    def send(message: Any) -> None:
-        _flush_std()
-        _write_all(answers, _wire.dumps(message))
-
+def _loaded(namespace: dict[str, Any], payload: dict[str, Any]) -> list[Any]:
+    """Run setup and code: ``["ready", names]``, or ``[phase, error]`` if one failed."""
     for phase, source in (("setup", payload["setup"]), ("code", payload["code"])):
         err = _exec(source, f"<{phase}>", namespace) if source else None
         if err is not None:
-            send({"phase": phase, "error": _last_line(err)})
-            return 0
+            return [phase, _last_line(err)]
     entry = payload["entry_point"]
     if entry and not callable(namespace.get(entry)):
-        send({"phase": "entry", "error": f"NameError: the entry point {entry!r} is not defined"})
-        return 0
-    send({"phase": "ready", "names": _names(namespace)})
+        return ["entry", f"NameError: the entry point {entry!r} is not defined"]
+    return ["ready", _names(namespace)]
+
+
+def serve_candidate(stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CALLS_FD) -> int:
+    """Run setup and code, then answer the judge's messages until EOF, each with the nonce
+    it came with: ``[nonce, "hello"]`` with what the code defines (or why it failed), then
+    ``[nonce, "get" | "call", ...]`` with a value or an exception."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    loaded = _loaded(namespace, _take_payload(stdin))
     calls = open(calls_fd, "rb", closefd=False)  # noqa: SIM115 (lives as long as we do)
     while line := calls.readline(_wire.MESSAGE_LIMIT + 1):
         try:
             message = _wire.loads(line)
         except _wire.Garbled:
             return 0
-        send(_answer(message, namespace))
+        if type(message) is not list or len(message) < 2:
+            return 0
+        answer = loaded if message[1] == "hello" else _answer(message[1:], namespace)
+        _flush_std()
+        _write_all(answers, _wire.dumps([message[0], *answer]))
+        if loaded[0] != "ready":
+            return 0
     return 0
 
 
@@ -226,7 +250,9 @@ def warm_up(runs: int = WARM_UP_RUNS) -> None:
     them done instead of doing them again, writing (so copying) the pages they are on.
     """
     request = _wire.dumps({"setup": "", "code": "def f(x):\n    return x\n", "entry_point": "f"})
-    call = _wire.dumps(["call", "f", _wire.encode([1]), {}])
+    nonces = [_new_nonce(), _new_nonce()]
+    hello = _wire.dumps([nonces[0], "hello"])
+    call = hello + _wire.dumps([nonces[1], "call", "f", _wire.encode([1]), {}])
     code = _wire.dumps({"code": "x = 1\n", "key": "00" * 32})
     for _ in range(runs):
         _play(serve_candidate, [request, None, call])
@@ -268,13 +294,25 @@ class CandidateGone(BaseException):
     """The program's process ended, closed or garbled its channel: no further answers."""
 
 
+def _new_nonce() -> str:
+    """128 random bits for one message of the judge: no process saw them before it is sent."""
+    return os.urandom(16).hex()
+
+
 class _Channel:
-    """The judge's end of the pipes to one candidate process."""
+    """The judge's end of the pipes to one candidate process.
+
+    Each message out carries a fresh nonce and the next line in must repeat it: whatever
+    else arrives (a line written ahead of its call, a second answer, garbage) ends the
+    channel as ``garbled``, and every later call fails with `CandidateGone`.
+    """
 
     def __init__(self, calls_fd: int, replies_fd: int) -> None:
         self.calls_fd = calls_fd
         self.replies = open(replies_fd, "rb", closefd=False)  # noqa: SIM115
         self.state = "ok"  # "gone" | "garbled"
+        self.hello: str | None = None
+        self.refused: str | None = None  # the first value refused during the current test
 
     def _fail(self, state: str) -> CandidateGone:
         self.state = state
@@ -282,34 +320,56 @@ class _Channel:
             return CandidateGone("the program's process ended or closed its channel")
         return CandidateGone("the program garbled its channel to the tests")
 
-    def receive(self) -> Any:
+    def send(self, *message: Any) -> str:
+        """Send ``[nonce, *message]``; the nonce its answer must carry."""
+        if self.state != "ok":
+            raise self._fail(self.state)
+        nonce = _new_nonce()
+        # A process that is gone may have left lines: `receive` says "garbled" for those.
+        with contextlib.suppress(OSError):
+            _write_all(self.calls_fd, _wire.dumps([nonce, *message]))
+        return nonce
+
+    def receive(self, nonce: str) -> list[Any]:
+        """The next answer, which must be ``[nonce, ...]``; what follows the nonce."""
         if self.state != "ok":
             raise self._fail(self.state)
         line = self.replies.readline(_wire.MESSAGE_LIMIT + 1)
         if not line:
             raise self._fail("gone")
         try:
-            return _wire.loads(line)
+            answer = _wire.loads(line)
         except _wire.Garbled:
             raise self._fail("garbled") from None
+        if type(answer) is not list or len(answer) < 2 or answer[0] != nonce:
+            raise self._fail("garbled")
+        return answer[1:]
 
-    def request(self, message: list[Any]) -> Any:
+    def greet(self) -> None:
+        """Ask what the program defines (answered once its code has run: see `ready`)."""
+        self.hello = self.send("hello")
+
+    def ready(self) -> list[Any]:
+        """``["ready", names]`` or ``[phase, error]``: the answer to `greet`."""
+        assert self.hello is not None
+        answer = self.receive(self.hello)
+        if len(answer) != 2 or answer[0] not in ("setup", "code", "entry", "ready"):
+            raise self._fail("garbled")
+        return answer
+
+    def request(self, *message: Any) -> Any:
         """Send one call; the decoded value of the answer, or raise what it says."""
-        if self.state != "ok":
-            raise self._fail(self.state)
+        answer = self.receive(self.send(*message))
         try:
-            _write_all(self.calls_fd, _wire.dumps(message))
-        except OSError:
-            raise self._fail("gone") from None
-        answer = self.receive()
-        try:
-            if type(answer) is list and len(answer) == 2 and answer[0] == "ok":
+            if len(answer) == 2 and answer[0] == "ok":
                 return _wire.decode(answer[1])
-            if type(answer) is list and len(answer) == 2 and answer[0] == "refused":
+            if len(answer) == 2 and answer[0] == "refused":
                 what = str(answer[1])[:REPR_LIMIT]
-                raise NotPlainData(f"{message[1]} gave {what}; only plain data ({_PLAIN}) counts")
-            if type(answer) is list and len(answer) == 3 and answer[0] == "raise":
-                raise _rebuild(str(answer[1]), str(answer[2])[:REPR_LIMIT])
+                said = f"{message[1]} gave {what}; only plain data ({_PLAIN}) counts"
+                self.refused = self.refused or said
+                raise NotPlainData(said)
+            if len(answer) == 3 and answer[0] == "raise":
+                raise _rebuild(str(message[1]), str(answer[1]), str(answer[2])[:REPR_LIMIT])
         except _wire.Garbled:
             pass
         raise self._fail("garbled")
@@ -318,11 +378,22 @@ class _Channel:
 _PLAIN = _wire.PLAIN_TYPES
 
 
-def _rebuild(name: str, message: str) -> BaseException:
-    """The built-in exception ``name`` the program raised, made here from its message."""
+def _rebuild(function: str, name: str, message: str) -> BaseException:
+    """The built-in exception ``name`` that ``function`` raised, made here from its message.
+
+    Not one that would steer the tests' control flow rather than fail them: a
+    ``StopIteration`` (or ``StopAsyncIteration``) would end the ``map``, ``zip`` or loop
+    that made the call, so ``all(map(...))`` holds on no item, and a ``SystemExit``,
+    ``KeyboardInterrupt``, ``GeneratorExit`` or other ``BaseException`` would pass through
+    ``except Exception``. These arrive as a `RuntimeError` that names them, as a generator's
+    ``StopIteration`` does (PEP 479).
+    """
     cls = getattr(builtins, name, None)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         cls = Exception
+    if not issubclass(cls, Exception) or issubclass(cls, (StopIteration, StopAsyncIteration)):
+        said = f"{name}: {message}" if message else name
+        return RuntimeError(f"{function} raised {said}"[:REPR_LIMIT])
     for base in cls.__mro__:
         try:
             return base(message) if message else base()
@@ -343,7 +414,7 @@ class CandidateProxy:
             sent = [_wire.encode(list(args)), {k: _wire.encode(v) for k, v in kwargs.items()}]
         except _wire.NotPlain as e:
             raise NotPlainData(f"cannot pass {e} to {self.__name__}: only {_PLAIN}") from None
-        return self._channel.request(["call", self.__name__, *sent])
+        return self._channel.request("call", self.__name__, *sent)
 
     def __repr__(self) -> str:
         return f"<function {self.__name__} of the program under test>"
@@ -367,26 +438,49 @@ def _bind(
     entry point, which is always the program's.
     """
     if type(offered) is not dict:
-        raise CandidateGone("the program garbled its channel to the tests")
+        raise channel._fail("garbled")
     for name in sorted(wanted):
-        if name != entry and (name in namespace or hasattr(builtins, name)):
+        if name != entry and (name in namespace or hasattr(builtins, name) or name[:2] == "__"):
             continue
         kind = offered.get(name)
         if kind == "call" or name == entry:
             namespace[name] = CandidateProxy(channel, name)
         elif kind == "value":
             with contextlib.suppress(NotPlainData, Exception):
-                namespace[name] = channel.request(["get", name])
-        elif type(kind) is list and len(kind) == 2 and type(kind[1]) is str:
+                namespace[name] = channel.request("get", name)
+        elif type(kind) is list and len(kind) == 2 and _importable(kind[1]):
             with contextlib.suppress(Exception):
                 namespace[name] = __import__(kind[1], fromlist=["_"])
 
 
+_ACTS_ON_IMPORT = frozenset(
+    {"__hello__", "__phello__", "antigravity", "idlelib", "test", "this", "turtledemo"}
+)
+"""Standard packages whose import does something: prints, starts a browser or a GUI, runs
+CPython's own test suite (``test.autotest``)."""
+
+
+def _importable(module: Any) -> bool:
+    """Whether the judge imports ``module`` for a name the program bound to it: not a
+    ``__main__`` (a script, run by importing it) nor a module that acts on import."""
+    if type(module) is not str or not module:
+        return False
+    parts = module.split(".")
+    return parts[0] not in _ACTS_ON_IMPORT and "__main__" not in parts
+
+
 def _run_test(
-    test: dict[str, Any], namespace: dict[str, Any], code: Any, entry: CandidateProxy | None
+    test: dict[str, Any],
+    namespace: dict[str, Any],
+    code: Any,
+    entry: CandidateProxy | None,
+    channel: _Channel,
 ) -> dict[str, Any]:
+    """One test's result. A test that passed although a value of the program was refused
+    on the way (a bare ``except:`` took `NotPlainData` for the error it expected) fails."""
     result: dict[str, Any] = {"name": test["name"], "passed": False}
     filename = f"<test {test['name']}>"
+    channel.refused = None
     try:
         if test["kind"] == "io":
             result["passed"] = None  # compared by tracegen, which alone holds `expected`
@@ -414,6 +508,8 @@ def _run_test(
                 result["error"] = "NameError: the test code defines no check(candidate)"
                 return result
             check(entry)
+        if channel.refused is not None:
+            raise NotPlainData(channel.refused)
         result["passed"] = True
     except BaseException as e:
         result["error"] = _last_line(e, filename)
@@ -425,6 +521,7 @@ def judge(payload: dict[str, Any], channel: _Channel) -> dict[str, Any]:
     tests, entry = payload["tests"], payload["entry_point"]
     if not entry and any(t["kind"] != "assert" for t in tests):
         return {"phase": "entry", "error": "the problem names no entry point", "tests": []}
+    channel.greet()  # the program's code runs meanwhile
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     err = _exec(payload["setup"], "<setup>", namespace) if payload["setup"] else None
     if err is not None:
@@ -441,19 +538,18 @@ def judge(payload: dict[str, Any], channel: _Channel) -> dict[str, Any]:
         except BaseException as e:
             compiled.append(e)
     try:
-        ready = channel.receive()
-        if type(ready) is not dict or ready.get("phase") not in ("setup", "code", "entry", "ready"):
-            raise channel._fail("garbled")
-        if ready["phase"] != "ready":
-            error = ready.get("error")
-            error = error[:REPR_LIMIT] if type(error) is str else "the program failed"
-            return {"phase": ready["phase"], "error": error, "tests": []}
-        _bind(namespace, channel, ready.get("names"), wanted - {"candidate", "check"}, entry)
+        phase, said = channel.ready()
+        if phase != "ready":
+            error = said[:REPR_LIMIT] if type(said) is str else "the program failed"
+            return {"phase": phase, "error": error, "tests": []}
+        _bind(namespace, channel, said, wanted - {"candidate", "check"}, entry)
     except CandidateGone:
         return {"phase": "code", "channel": channel.state, "tests": []}
     proxy = namespace.get(entry) if entry else None
     proxy = proxy if isinstance(proxy, CandidateProxy) else None
-    results = [_run_test(t, namespace, c, proxy) for t, c in zip(tests, compiled, strict=True)]
+    results = [
+        _run_test(t, namespace, c, proxy, channel) for t, c in zip(tests, compiled, strict=True)
+    ]
     return {"phase": "done", "channel": channel.state, "tests": results}
 
 

@@ -224,22 +224,45 @@ def to_plain(value: Any, depth: int = 0) -> tuple[bool, Any]:
     return False, None
 
 
+FLOAT_REL_TOL = 1e-6
+"""An ``io`` test's float ``expected`` passes for a number within this relative tolerance..."""
+FLOAT_ABS_TOL = 1e-9
+"""...or this absolute one (for answers near zero)."""
+
+
 def values_equal(actual: Any, expected: Any) -> bool:
-    """Equality of JSON values: floats within a small tolerance, bools only equal bools."""
-    if type(actual) is bool or type(expected) is bool:
-        return type(actual) is type(expected) and actual == expected
-    numbers = (int, float)
-    if type(actual) in numbers and type(expected) in numbers:
-        if type(actual) is int and type(expected) is int:
-            return actual == expected
-        return math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-9)
-    if type(actual) is list and type(expected) is list:
-        return len(actual) == len(expected) and all(map(values_equal, actual, expected))
-    if type(actual) is dict and type(expected) is dict:
+    """Equality of JSON values, on exact built-in types only.
+
+    An ``int`` expected needs a number exactly equal to it (``10.0`` passes for ``10``,
+    ``10000005.0`` does not for ``10000000``); a ``float`` expected, an ``int`` or ``float``
+    within `FLOAT_REL_TOL` (or `FLOAT_ABS_TOL`); NaN equals only NaN, an infinity only
+    itself; bools equal only bools, strings only strings, lists and dicts item by item.
+    """
+    kind, want = type(actual), type(expected)
+    if kind is bool or want is bool:
+        return kind is want and actual == expected
+    if want is int:
+        return (kind is int or kind is float) and actual == expected
+    if want is float:
+        if kind is int:
+            try:
+                actual = float(actual)
+            except OverflowError:
+                return False
+        elif kind is not float:
+            return False
+        if math.isnan(expected) or math.isnan(actual):
+            return math.isnan(expected) and math.isnan(actual)
+        return math.isclose(actual, expected, rel_tol=FLOAT_REL_TOL, abs_tol=FLOAT_ABS_TOL)
+    if kind is list and want is list:
+        return len(actual) == len(expected) and all(
+            values_equal(a, e) for a, e in zip(actual, expected, strict=True)
+        )
+    if kind is dict and want is dict:
         return actual.keys() == expected.keys() and all(
             values_equal(actual[k], expected[k]) for k in actual
         )
-    return type(actual) is type(expected) and actual == expected
+    return (kind is str or actual is None) and kind is want and actual == expected
 
 
 _repr = reprlib.Repr()
