@@ -404,6 +404,8 @@ class RayExecutor(Executor):
     in_process = False
     actors: Actors
     notices_before = 0
+    ray_errors: set[str]
+    """The kinds of Ray error already told (each once)."""
     _keeper: asyncio.Task[None] | None = None
 
     @property
@@ -414,6 +416,7 @@ class RayExecutor(Executor):
     async def open(self) -> str:
         _connect(self.settings.ray_address)
         self.notices_before = NOTICES.count
+        self.ray_errors = set()
         parts = RunParts(self.plan.settings, self.plan.system_prompt, self.plan.settings_hash)
         slots = self.settings.concurrency * len(self.settings.hosts)
         self.actors = Actors(self.settings, parts, slots, self.reporter.warn)
@@ -481,7 +484,11 @@ class RayExecutor(Executor):
         except RayActorError:
             self.actors.died(actor)
             raise _Lost from None
-        except RayError:
+        except RayError as e:  # the episode runs again; what Ray said is said once
+            said = ray_error(e)
+            if type(e).__name__ not in self.ray_errors:
+                self.ray_errors.add(type(e).__name__)
+                self.reporter.warn(f"{actor.address}: {said}; the episode runs again")
             raise _Lost from None
         finally:
             self.actors.release(actor)

@@ -257,7 +257,7 @@ class _Writer:
             header = StateHeader(
                 settings_hash=self.manifest.settings_hash, settings=self.manifest.settings
             )
-            self.state.write(header)
+            self.state.write(header.row())
             for files in shards:
                 self._shard(files)
             for w in (self.out, self.rej, self.state):
