@@ -88,3 +88,15 @@ def test_a_ray_error_at_start_is_reported_as_what_it_was(monkeypatch):
     assert actors.failed == {
         "10.0.0.1": "RaySystemError: System error: the worker could not register: connection reset"
     }
+
+
+def test_an_actor_that_failed_to_start_is_said_with_the_error_it_carried():
+    message = (
+        "The actor died because of an error raised in its creation task, "
+        "ray::EpisodeActor.__init__() (pid=7002, ip=10.0.0.7)\n"
+        '  File "cluster.py", line 80, in __init__\n'
+        "TypeError: __init__() takes 3 positional arguments but 4 were given\n"
+    )
+    said = cluster.ray_error(ray.exceptions.RayActorError(error_msg=message))
+    assert said.startswith("RayActorError: The actor died because of an error raised")
+    assert said.endswith("(TypeError: __init__() takes 3 positional arguments but 4 were given)")

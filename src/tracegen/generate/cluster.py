@@ -23,8 +23,9 @@ process (the driver) stays the only writer of the run files.
 - **Failures.** An actor or node that dies loses only its episodes in flight: they run
   again on another actor after a back-off (1 s, doubling), are not recorded as attempted
   and are never written twice; one lost `MAX_LOSSES` times is recorded as failed. An
-  episode not back within its deadline (one model request's timeout plus one execution's)
-  has its actor asked whether it is alive; an actor that does not answer within `PROBE_S`
+  episode not back within its deadline (`DEADLINE_S`, or one model request's timeout plus
+  one execution's if shorter; again each deadline after) has its actor asked whether it is
+  alive; an actor that does not answer within `PROBE_S`
   (a stopped process, a wedged node whose raylet still looks healthy) is hung: it is ended
   and replaced, and its episodes run again elsewhere. Each episode is recorded once, by
   the worker that waits for it: whatever a hung actor might still send is never read. The
@@ -39,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -71,6 +73,8 @@ RESOURCE = "tracegen_sandbox"
 REFRESH_S = 5.0
 START_TIMEOUT_S = 300.0
 """How long an actor may take to start (a worker process, imports, a warm sandbox)."""
+DEADLINE_S = 60.0
+"""How long an episode may run before its actor is asked whether it is alive."""
 PROBE_S = 10.0
 """How long an actor has to answer when one of its episodes is past its deadline."""
 MAX_LOSSES = 5
@@ -213,9 +217,16 @@ def eligible_nodes() -> list[dict[str, Any]]:
 
 
 def ray_error(e: BaseException) -> str:
-    """A Ray error as what it is, in a line: its kind and the first line of its message."""
-    first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
-    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+    """A Ray error as what it is, in a line: its kind, the first line of its message, and
+    the error it carries when its last line names one (an actor's creation task that
+    raised: ``ActorDiedError: … (TypeError: …)``)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    said = f"{type(e).__name__}: {lines[0]}"
+    if len(lines) > 1 and re.match(r"[\w.]*(Error|Exception)\b", lines[-1]):
+        said += f" ({lines[-1]})"
+    return said
 
 
 class Actors:
@@ -307,7 +318,7 @@ class Actors:
         """`refresh` every `REFRESH_S`, through a moment the cluster does not answer."""
         while True:
             await asyncio.sleep(REFRESH_S)
-            with contextlib.suppress(RayError):
+            with contextlib.suppress(Exception):  # Ray's, or its connection's: try again
                 await self.refresh()
 
     async def acquire(self) -> _Actor:
@@ -410,8 +421,10 @@ class RayExecutor(Executor):
 
     @property
     def deadline_s(self) -> float:
-        """How long an episode runs before its actor must show it is alive."""
-        return self.settings.request_timeout_s + self.settings.exec_timeout
+        """How long an episode runs before its actor must show it is alive (and again each
+        time as long after): `DEADLINE_S`, or one model request's timeout plus one
+        execution's when that is shorter."""
+        return min(DEADLINE_S, self.settings.request_timeout_s + self.settings.exec_timeout)
 
     async def open(self) -> str:
         _connect(self.settings.ray_address)
@@ -525,7 +538,7 @@ class RayExecutor(Executor):
 
     def summary_rows(self) -> list[tuple[str, str]]:
         a = self.actors
-        hung = f" ({a.hung} hung, replaced)" if a.hung else ""
+        hung = f" ({a.hung} hung)" if a.hung else ""
         rows = [
             (
                 "Ray actors",
