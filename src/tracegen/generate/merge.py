@@ -8,10 +8,10 @@ whatever the flags. A merge that holds fewer episodes than the plan says so (`pa
 It writes the output (accepted traces), the rejects when asked, and the union state file,
 so a later plain ``tracegen run -o OUT`` with the same settings resumes exactly: each
 episode once, by the rules `RunFiles` resumes with (a whole trace in an output or rejects
-file, or a rejected or failed state line). A last line
-a crash cut (or a shard still writes) is ignored. The files are written beside their final
-names and renamed into place, so an interrupted merge leaves no half-written output. Its
-counts are those of the records it wrote.
+file, or a rejected or failed state line). A last line a crash cut (or a shard still
+writes) is ignored. The files are written beside their final names and renamed into place,
+so an interrupted merge leaves no half-written output. Its counts are those of the records
+it wrote.
 """
 
 from __future__ import annotations
