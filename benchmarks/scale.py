@@ -1,8 +1,26 @@
-"""What each way of spreading a run costs: local, 3 shards + merge, Ray with 1 and 2 nodes.
+"""What scale-out costs the driver: choosing an actor and recording an episode, at 10, 100
+and 1,000 stand-in actors, now and with the algorithm of the previous release; and (with
+``--paths``) each way of spreading a run end to end.
 
-The loopback Ollama server (in this process) answers every request after a fixed latency,
-at most P at a time. Each case runs the same ``markers`` episodes (one model turn, one
-sandboxed test run) with P episodes in flight in all, as child processes:
+Stand-in actors (the default): the Ray executor's own code (`Actors`, `RayExecutor`,
+`Recorder`, the run files) drives N stand-ins for `EpisodeActor` handles. A stand-in pickles
+what the driver sends, as Ray does, and answers each episode with a pickled ``markers``
+trace (one model turn, one test run) at once, so the process's CPU is the driver's own:
+
+- **actor choice**: one episode's acquire and release of an actor, with every actor
+  holding half its share in flight;
+- **driver CPU per episode**: a whole run of episodes through `RayExecutor.execute`, CPU
+  time of this process per episode (what Ray's own call machinery adds is not in it);
+  episodes/s per driver core is its inverse.
+
+"previous" keeps the previous release's choice (every actor's share summed for every
+candidate, each release waking every waiter) and payload (the whole settings and system
+prompt pickled with each episode), copied here as the baseline. The targets are printed
+with whether each is met.
+
+``--paths``: the loopback Ollama server (in this process) answers every request after a
+fixed latency, at most P at a time. Each case runs the same ``markers`` episodes with P
+episodes in flight in all, as child processes:
 
 - ``local``: one ``tracegen run --concurrency P``;
 - ``3 shards``: three ``tracegen run --shard I/3`` at once (like three array tasks), each
@@ -14,17 +32,21 @@ sandboxed test run) with P episodes in flight in all, as child processes:
 Printed per case: the wall time from start to exit (start-up included: Ray's is seconds),
 the steady rate (episodes/s between the first and last trace written), executions/s at that
 rate, and the CPU time the driver process(es) used per episode over that same span (read
-from /proc: the process itself, not its sandboxes or Ray's actors; start-up left out) —
-what bounds how many episodes/s one driver absorbs.
+from /proc: the process itself, not its sandboxes or Ray's actors; start-up left out).
 
-    python benchmarks/scale.py             # 200 episodes, 0.2 s latency, P = 8
-    python benchmarks/scale.py --quick     # 60 episodes
+    python benchmarks/scale.py             # stand-in actors: 10, 100, 1,000
+    python benchmarks/scale.py --quick     # fewer episodes
+    python benchmarks/scale.py --paths     # local, shards, Ray: 200 episodes, 0.2 s, P = 8
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import collections
+import math
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -35,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
@@ -196,12 +219,273 @@ def run_cases(url: str, problems: Path, samples: int, parallel: int, tmp: Path) 
     return cases
 
 
+# ---------------------------------------------------------------- stand-in actors
+
+ACTORS = (10, 100, 1000)
+TARGET_EPISODE_MS = 2.0
+TARGET_CHOICE_US = 50.0
+TARGET_RATE = 500.0
+
+
+class StandInMethod:
+    """``handle.run``: ``remote(*args)`` pickles the arguments (as Ray does on the driver)
+    and answers at once with a pickled result, read back when awaited."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+
+    def remote(self, *args: Any) -> asyncio.Future[Any]:
+        pickle.dumps(args, protocol=5)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.set_result(pickle.loads(self.answer))
+        return future
+
+
+class StandInHandle:
+    def __init__(self, answer: bytes) -> None:
+        self.run = StandInMethod(answer)
+
+
+class PreviousActors:
+    """The previous release's actor choice, kept here only as the baseline: every live
+    actor's share summed for every candidate, every release waking every waiter."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.actors: list[Any] = []
+        self.in_flight: dict[int, int] = {}
+        self._changed = asyncio.Condition()
+
+    @property
+    def alive(self) -> list[Any]:
+        return [a for a in self.actors if a.alive]
+
+    def join(self, actor: Any) -> None:
+        self.actors.append(actor)
+        self.in_flight[id(actor)] = 0
+
+    def share(self, actor: Any) -> int:
+        cpus = sum(a.cpus for a in self.alive) or 1
+        return max(1, math.ceil(self.slots * actor.cpus / cpus))
+
+    async def acquire(self) -> Any:
+        async with self._changed:
+            while True:
+                free = [a for a in self.alive if self.in_flight[id(a)] < self.share(a)]
+                if free:
+                    actor = min(free, key=lambda a: self.in_flight[id(a)] / self.share(a))
+                    self.in_flight[id(actor)] += 1
+                    return actor
+                await self._changed.wait()
+
+    async def release(self, actor: Any) -> None:
+        async with self._changed:
+            self.in_flight[id(actor)] -= 1
+            self._changed.notify_all()
+
+
+def _actor(number: int, answer: bytes) -> Any:
+    from tracegen.generate.cluster import _Actor
+
+    node = f"{number:056x}"
+    return _Actor(StandInHandle(answer), node, f"10.0.{number // 256}.{number % 256}", 1, number)
+
+
+def _answer() -> bytes:
+    from tests.support.traces_factory import markers_trace
+
+    from tracegen.generate.cluster import Result
+
+    trace = markers_trace(0, problem_id="stand-in")  # no key of the plan: nothing is skipped
+    return pickle.dumps(Result(trace, None, 0, 1), protocol=5)
+
+
+def choice_us(count: int, previous: bool, budget_s: float) -> float:
+    """Microseconds of CPU per acquire + release at ``count`` actors, half of each share
+    in flight."""
+    from tracegen.config import RunSettings
+    from tracegen.generate.cluster import Actors, RunParts
+
+    answer = _answer()
+    slots = 4 * count
+
+    async def measure() -> float:
+        if previous:
+            chooser: Any = PreviousActors(slots)
+        else:
+            parts = RunParts(RunSettings().generation(), "", "")
+            chooser = Actors(RunSettings(), parts, slots, warn=print)
+        for n in range(count):
+            chooser.join(_actor(n + 1, answer))
+        held = collections.deque([await chooser.acquire() for _ in range(slots // 2)])
+
+        async def release(actor: Any) -> None:
+            if previous:
+                await chooser.release(actor)
+            else:
+                chooser.release(actor)
+
+        rounds = 0
+        started = time.process_time()
+        while time.process_time() - started < budget_s or rounds < 3:
+            await release(held.popleft())
+            held.append(await chooser.acquire())
+            rounds += 1
+        return 1e6 * (time.process_time() - started) / rounds
+
+    return asyncio.run(measure())
+
+
+def driver_ms(count: int, episodes: int, previous: bool, tmp: Path) -> float:
+    """Milliseconds of this process's CPU per episode, through `RayExecutor.execute` with
+    ``count`` stand-in actors."""
+    from tests.support.runs import write_problems
+
+    from tracegen.config import RunSettings
+    from tracegen.data.prompts import load_prompt
+    from tracegen.generate.cluster import Actors, RayExecutor, RunParts
+    from tracegen.generate.plan import Plan
+    from tracegen.generate.progress import Reporter, RunStats
+    from tracegen.generate.runfiles import RunFiles
+    from tracegen.llm.factory import backend_for
+    from tracegen.llm.pool import HostPool
+    from tracegen.problems import load_problems
+
+    problems_file = write_problems(tmp / f"problems-{count}-{previous}.jsonl", episodes)
+    slots = min(1024, 4 * count)
+    settings = RunSettings(
+        mode="markers",
+        model="test-model",
+        backend="ollama",
+        hosts=["http://127.0.0.1:9"],
+        concurrency=slots,
+        executor="ray",
+        output=tmp / f"traces-{count}-{previous}.jsonl",
+        quiet=True,
+    )
+    prompt = load_prompt("markers", None)
+    problems = load_problems(str(problems_file), limit=None, problem_ids=None)
+    plan = Plan(problems, settings.generation(), prompt, 1, None)
+    answer = _answer()
+
+    class StandInExecutor(RayExecutor):
+        async def open(self) -> str:
+            parts = RunParts(plan.settings, plan.system_prompt, plan.settings_hash)
+            self.actors = Actors(settings, parts, slots, warn=print)
+            if previous:
+                self.previous = PreviousActors(slots)
+            for n in range(count):
+                actor = _actor(n + 1, answer)
+                self.actors.join(actor)
+                if previous:
+                    self.previous.join(actor)
+            return "stand-ins"
+
+        async def close(self) -> None:
+            pass
+
+        def submit(self, actor: Any, spec: Any, host: str) -> Any:
+            if previous:  # the whole spec, settings and system prompt with each episode
+                return actor.handle.run.remote(spec, host)
+            return super().submit(actor, spec, host)
+
+        async def _on_actor(self, spec: Any, host: str) -> Any:
+            if not previous:
+                return await super()._on_actor(spec, host)
+            actor = await self.previous.acquire()
+            try:
+                result = await self._result(actor, self.submit(actor, spec, host))
+            finally:
+                await self.previous.release(actor)
+            actor.episodes += 1
+            self.stats.executions += result.executions
+            return result.trace
+
+    async def run() -> float:
+        stats = RunStats()
+        reporter = Reporter(stats, lambda: 0, display="quiet")
+        files = RunFiles(
+            settings.output,
+            None,
+            settings_hash=plan.settings_hash,
+            settings=plan.settings.record(prompt),
+            overwrite=True,
+            warn=print,
+        )
+        pool = HostPool([backend_for(settings, settings.hosts[0])], limit=slots)
+        stats.total = plan.size
+        executor = StandInExecutor(settings, plan, files, pool, stats, reporter)
+        started = time.process_time()
+        await executor.execute()
+        cpu = time.process_time() - started
+        files.close()
+        await pool.aclose()
+        assert stats.done == episodes, (stats.done, episodes)
+        return 1000 * cpu / episodes
+
+    return asyncio.run(run())
+
+
+def stand_ins(quick: bool) -> None:
+    episodes = 1000 if quick else 4000
+    budget = 0.5 if quick else 2.0
+    rows = []
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        for count in ACTORS:
+            # the previous choice costs O(actors²) per episode: fewer episodes at 1,000
+            before = episodes if count < 1000 else max(100, episodes // 20)
+            rows.append(
+                (
+                    count,
+                    choice_us(count, True, budget),
+                    choice_us(count, False, budget),
+                    driver_ms(count, before, True, tmp),
+                    driver_ms(count, episodes, False, tmp),
+                )
+            )
+    print(
+        f"stand-in actors (1 CPU each, 4 slots per actor up to 1,024), {episodes} markers "
+        "episodes answered at once; CPU of this process"
+    )
+    header = (
+        f"{'actors':>6} {'choice µs prev':>15} {'choice µs now':>14} "
+        f"{'driver ms/ep prev':>18} {'driver ms/ep now':>17} {'ep/s/core now':>14}"
+    )
+    print(header)
+    print("-" * len(header))
+    for count, choice_before, choice_now, ms_before, ms_now in rows:
+        print(
+            f"{count:>6} {choice_before:>15.1f} {choice_now:>14.1f} {ms_before:>18.2f} "
+            f"{ms_now:>17.2f} {1000 / ms_now:>14.0f}"
+        )
+    choice = rows[-1][2]
+    worst = max(r[4] for r in rows)  # the most CPU per episode, at any number of actors
+    print()
+    rate = 1000 / worst
+    targets = (
+        (f"driver CPU per episode <= {TARGET_EPISODE_MS:g} ms", worst, worst <= TARGET_EPISODE_MS),
+        (f"actor choice at 1,000 <= {TARGET_CHOICE_US:g} µs", choice, choice <= TARGET_CHOICE_US),
+        (f"episodes/s per driver core >= {TARGET_RATE:g}", rate, rate >= TARGET_RATE),
+    )
+    for label, figure, met in targets:
+        print(f"{label}: {figure:.2f} ({'met' if met else 'NOT met'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes")
-    parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--parallel", type=int, default=8, help="P")
+    parser.add_argument("--paths", action="store_true", help="local, shards and Ray, end to end")
+    parser.add_argument("--latency", type=float, default=0.2, help="--paths: server latency")
+    parser.add_argument("--parallel", type=int, default=8, help="--paths: P")
     args = parser.parse_args()
+    if args.paths:
+        paths(args)
+    else:
+        stand_ins(quick=args.quick)
+
+
+def paths(args: argparse.Namespace) -> None:
     samples = 3 if args.quick else 5
     problems_count = 20 if args.quick else 40
     with (

@@ -100,6 +100,15 @@ def test_no_import_cycles() -> None:
         pytest.fail(f"import cycle: {' -> '.join(e.args[1])}")
 
 
+def test_status_and_merge_are_modules_of_their_own() -> None:
+    """`tracegen status` and `tracegen merge` share what a shard's files are
+    (`generate.shards`), never each other: status reads no merge code, merge no status."""
+    graph = _module_graph()
+    status, merge = "tracegen.generate.status", "tracegen.generate.merge"
+    assert merge not in graph[status] and status not in graph[merge]
+    assert "tracegen.generate.shards" in graph[status] & graph[merge]
+
+
 @pytest.mark.slow
 def test_types_check() -> None:
     result = subprocess.run(

@@ -4,6 +4,8 @@ twice when a node goes away or the driver is killed."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import time
@@ -72,6 +74,7 @@ def test_removing_a_node_mid_run_loses_and_duplicates_nothing(workspace, ray_clu
         assert proc.returncode == 0, err
         once_each(workspace, 48)
         assert re.search(r"2 started, 1 died; [1-9]\d* episodes lost", out), out
+        assert not RAY_DUMPS.search(out + err), out + err  # they stay in Ray's logs
     finally:
         for node in nodes:
             ray_cluster.remove_node(node)
@@ -98,6 +101,61 @@ def test_interrupted_or_killed_the_ray_driver_resumes_with_the_same_command(
         result = tracegen(args)
     assert result.returncode == 0, result.stderr
     once_each(workspace, 36)
+
+
+RAY_DUMPS = re.compile(r"\(raylet\)|has been marked dead|A worker died|Unhandled error")
+"""What Ray's driver prints of dead nodes and workers, unless tracegen keeps it in Ray's logs."""
+
+
+def episode_actors() -> list[int]:
+    """The pids of the tracegen actors of this session's Ray instance (never another's: the
+    machine may run other Ray instances)."""
+    ours = f"RAY_TMPDIR={os.environ['RAY_TMPDIR']}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            actor = (entry / "cmdline").read_bytes().startswith(b"ray::EpisodeActor")
+            if actor and ours in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_a_stopped_actor_is_replaced_and_its_episodes_run_elsewhere_once(
+    workspace, ray_cluster, children
+):
+    nodes = [ray_cluster.add_node(num_cpus=1, resources={"tracegen_sandbox": 1}) for _ in "ab"]
+    stopped: list[int] = []
+    config = workspace.dir / "deadline.toml"
+    config.write_text("request_timeout_s = 2.0\n")  # deadline: 2 s + --exec-timeout 1 s
+    try:
+        with FakeOllama(latency_s=0.3) as server:
+            server.set_responder(solver)
+            args = ray_args(workspace, [server], ray_cluster, "--num-samples", "3")
+            proc = spawn([*args, "--exec-timeout", "1", "--config", str(config)])
+            children.append(proc)
+            deadline = time.monotonic() + 120
+            while len(read_whole(workspace.out) + read_whole(workspace.rejects)) < 4:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+                time.sleep(0.1)
+            pid = episode_actors()[0]
+            os.kill(pid, signal.SIGSTOP)  # alive to its raylet, deaf to everyone
+            stopped.append(pid)
+            out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+        once_each(workspace, 36)
+        assert re.search(r"[2-9] started, 1 died \(1 hung\)", out), out
+        assert re.search(r"actor #\d\s+│ \S+ · node \w{8} · 1 CPUs · started", out), out
+        assert re.search(r"│ \S+ · \d+ episodes, hung\s+│", out), out  # told apart from the rest
+        assert not RAY_DUMPS.search(out + err), out + err
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        for node in nodes:
+            ray_cluster.remove_node(node)
 
 
 def read_whole(path: Path) -> list[bytes]:

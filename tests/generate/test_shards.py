@@ -126,7 +126,8 @@ def test_an_unfinished_shard_is_refused_merged_with_allow_partial_then_finished_
     merged_rejects = workspace.dir / "merged-rejects.jsonl"
     partial = cli(merge_args(workspace, "--allow-partial", "--rejects", str(merged_rejects)))
     assert partial.exit_code == 0, partial.output
-    assert "shards not done: 1 (--allow-partial)" in partial.stdout
+    assert "23 of 24 episodes of the plan (not done: 1)" in partial.stdout
+    assert "warning: partial: 23 of 24 episodes" in partial.stderr
     assert len(keys(merged, merged_rejects)) == 23
 
     finish = dataclasses.replace(workspace, out=merged, rejects=merged_rejects)
@@ -174,7 +175,69 @@ def test_merge_refuses_a_shard_made_with_other_settings(cli, workspace, model, t
     result = cli(merge_args(workspace))
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
-    assert "traces-00001-of-00003.jsonl.done: marks a shard of another plan" in line
+    assert "traces-00001-of-00003.jsonl.done: shard 1/3 of another plan (settings hash" in line
+
+
+def copy_shard(source: Workspace, index: int, into: Workspace) -> None:
+    for path in source.dir.glob(f"traces-{index:05d}-of-{N:05d}.jsonl*"):
+        shutil.copy(path, into.dir / path.name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--limit", "10"], "10 problems there, 12 in the run"),
+        (["--num-samples", "3"], "num-samples 3 there, 2 in the run"),
+    ],
+)
+def test_merge_and_status_refuse_a_finished_shard_of_another_plan_naming_what_differs(
+    cli, workspace, model, tmp_path, extra, named
+):
+    run_shards(cli, workspace, model)
+    other = Workspace(
+        tmp_path / "other",
+        workspace.problems,
+        tmp_path / "other/traces.jsonl",
+        tmp_path / "r.jsonl",
+    )
+    other.dir.mkdir()
+    assert cli(shard_args(other, model, 2, *extra)).exit_code == 0
+    copy_shard(other, 2, workspace)
+    for command in (merge_args(workspace), ["status", str(workspace.out)]):
+        result = cli(command)
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert "traces-00002-of-00003.jsonl.done: shard 2/3 of another plan" in line
+        assert named in line and "--shard 2/3 --overwrite" in line
+    assert not (workspace.dir / "merged.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_an_old_shard_left_after_the_manifest_is_removed_is_refused_until_run_afresh(
+    cli, workspace, model
+):
+    run_shards(cli, workspace, model)
+    (workspace.dir / "traces.jsonl.manifest.json").unlink()  # start afresh, as the README says
+    for index in (0, 1):
+        result = cli(shard_args(workspace, model, index, "--num-samples", "1", "--overwrite"))
+        assert result.exit_code == 0, result.output
+    refused = cli(merge_args(workspace))
+    assert refused.exit_code == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert "shard 2/3 of another plan (num-samples 2 there, 1 in the run" in line
+
+    again = cli(shard_args(workspace, model, 2, "--num-samples", "1"))  # its files are refused
+    assert again.exit_code == 2
+    assert "holds a shard of another plan (num-samples 1 here, 2 in its files)" in again.stderr
+    afresh = cli(shard_args(workspace, model, 2, "--num-samples", "1", "--overwrite"))
+    assert afresh.exit_code == 0, afresh.output
+    merged_rejects = workspace.dir / "merged-rejects.jsonl"
+    merged = cli(merge_args(workspace, "--rejects", str(merged_rejects)))
+    assert merged.exit_code == 0, merged.output
+    assert "12 of 12 in the plan" in merged.stdout and "partial" not in merged.output
+    found = keys(workspace.dir / "merged.jsonl", merged_rejects)
+    assert sorted(found) == sorted((f"p{i}", 0) for i in range(12))
 
 
 @pytest.mark.slow

@@ -15,6 +15,6 @@ def status(
     output: Annotated[Path, typer.Argument(help="The -o of a run split with --shard.")],
 ) -> None:
     """Show how far each shard of a run split with --shard is."""
-    from tracegen.generate.merge import status_command
+    from tracegen.generate.status import status_command
 
     status_command(output)

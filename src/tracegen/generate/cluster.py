@@ -5,46 +5,63 @@ process (the driver) stays the only writer of the run files.
   `RESOURCE` (``ray start --resources '{"tracegen_sandbox": 1}'``), so sandboxes never land
   on GPU or head nodes, or every node when none does. Each owns a warm sandbox sized to its
   node's CPUs and one backend per model host, and runs many episodes at once (an async
-  actor: one Ray task per episode measured 20× slower). Every `REFRESH_S` the driver starts
-  an actor on any eligible node without a live one (a node that joined, or whose actor died).
+  actor: one Ray task per episode measured 20× slower). It is given the run's fixed parts
+  (settings, system prompt) once, when it starts; an episode then travels as its problem,
+  sample, id and seed. Every `REFRESH_S` the driver lists the nodes (in a thread: the
+  listing blocks) and starts an actor on each eligible node without a live or starting one
+  (a node that joined, or whose actor died). Each start runs on its own, so a slow node
+  holds up no other; a start that fails is retried at the next refresh, and its Ray error
+  is kept to be reported as it was.
 - **Hosts.** The driver keeps the host pool: each episode takes a slot on the host with the
   fewest episodes in flight and stays there for all its requests, which carry its trace id
   as ``X-Session-ID``, so ``--concurrency`` holds per host across the cluster. An episode
   the backend gave up on counts as a failure of its host, which is benched as in a local
   run; errors no episode would survive (unknown model, bad key) stop the run.
 - **Back-pressure.** An actor gets at most its share of the cluster's slots (by CPUs) in
-  flight, and the episode goes to the actor least loaded for its share.
+  flight, and the episode goes to the actor least loaded for its share (`Slots`: O(log n)
+  per episode, whatever the number of actors).
 - **Failures.** An actor or node that dies loses only its episodes in flight: they run
   again on another actor after a back-off (1 s, doubling), are not recorded as attempted
-  and are never written twice; one lost `MAX_LOSSES` times is recorded as failed. The
+  and are never written twice; one lost `MAX_LOSSES` times is recorded as failed. An
+  episode not back within its deadline (`DEADLINE_S`, or one model request's timeout plus
+  one execution's if shorter; again each deadline after) has its actor asked whether it is
+  alive; an actor that does not answer within `PROBE_S`
+  (a stopped process, a wedged node whose raylet still looks healthy) is hung: it is ended
+  and replaced, and its episodes run again elsewhere. Each episode is recorded once, by
+  the worker that waits for it: whatever a hung actor might still send is never read. The
   driver dying is a kill -9 of a local run (Ray ends its actors); Ctrl-C cancels the
   episodes on the actors as it does local ones.
+- **The terminal.** Ray's own notices of dead nodes and workers, which it prints in the
+  driver, stay in Ray's logs; the summary counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
+import re
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from tracegen.config import RunSettings
+from tracegen.config import GenerationSettings, RunSettings
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import BackendError, ClusterError, MissingExtraError, TracegenError
 from tracegen.generate.episode import run_episode
 from tracegen.generate.executor import CountingRunner, Executor
+from tracegen.generate.slots import Slots
 from tracegen.llm.base import HostBackend, session
 from tracegen.llm.factory import backend_for
 from tracegen.sandbox import Sandbox, SandboxLimits
-from tracegen.schema import Trace, TraceError
+from tracegen.schema import Problem, Trace, TraceError
 
 try:
     import ray
-    from ray.exceptions import RayActorError, RayError
+    from ray.exceptions import GetTimeoutError, RayActorError, RayError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError:
     raise MissingExtraError(
@@ -56,12 +73,25 @@ RESOURCE = "tracegen_sandbox"
 REFRESH_S = 5.0
 START_TIMEOUT_S = 300.0
 """How long an actor may take to start (a worker process, imports, a warm sandbox)."""
+DEADLINE_S = 60.0
+"""How long an episode may run before its actor is asked whether it is alive."""
+PROBE_S = 10.0
+"""How long an actor has to answer when one of its episodes is past its deadline."""
 MAX_LOSSES = 5
 """How often an episode may be lost with its actor before it is recorded as failed."""
 NO_ACTOR_S = 600.0
 """How long episodes wait for a live actor before the run stops."""
 LOCAL_OBJECT_STORE = 256 << 20
 """The object store of a Ray instance tracegen starts itself (Ray's default is 30% of RAM)."""
+
+
+@dataclass(frozen=True)
+class RunParts:
+    """What every episode of the run shares: sent to each actor once, when it starts."""
+
+    settings: GenerationSettings
+    system_prompt: str
+    settings_hash: str
 
 
 @dataclass
@@ -78,8 +108,9 @@ class Result:
 class EpisodeActor:
     """Runs episodes on one node: a warm sandbox, a backend per host (see the module docstring)."""
 
-    def __init__(self, settings: RunSettings, cpus: int) -> None:
+    def __init__(self, settings: RunSettings, parts: RunParts, cpus: int) -> None:
         self.settings = settings
+        self.parts = parts
         self.cpus = cpus
         self.backends: dict[str, HostBackend] = {}
         self.sandbox: Sandbox | None = None
@@ -99,8 +130,23 @@ class EpisodeActor:
         self.runner = CountingRunner(self.sandbox)
         return self.sandbox.isolation, self.sandbox.warning
 
-    async def run(self, spec: EpisodeSpec, host: str) -> Result:
+    async def ping(self) -> None:
+        """An answer, to show the actor's event loop is alive."""
+
+    async def run(
+        self, problem: Problem, sample: int, trace_id: str, seed: int | None, host: str
+    ) -> Result:
         assert self.runner is not None, "start the actor first"
+        parts = self.parts
+        spec = EpisodeSpec(
+            problem=problem,
+            sample=sample,
+            trace_id=trace_id,
+            settings=parts.settings,
+            settings_hash=parts.settings_hash,
+            system_prompt=parts.system_prompt,
+            seed=seed,
+        )
         backend = self.backends.get(host)
         if backend is None:
             backend = self.backends[host] = backend_for(self.settings, host, on_retry=self._retry)
@@ -129,23 +175,27 @@ class EpisodeActor:
 _RemoteActor: Any = ray.remote(EpisodeActor)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Actor:
     handle: Any
     node: str
     address: str
     cpus: int
-    in_flight: int = 0
+    number: int
+    started_at: float = field(default_factory=time.time)
     episodes: int = 0
     alive: bool = True
+    hung: bool = False
+    probe: asyncio.Task[bool] | None = None
 
-    @property
-    def name(self) -> str:
-        return f"{self.address} ({self.node[:8]}, {self.cpus} CPUs)"
+    def describe(self) -> str:
+        """Which actor this is, apart from any other on its node: address, node, start."""
+        started = datetime.fromtimestamp(self.started_at).strftime("%H:%M:%S")
+        return f"{self.address} · node {self.node[:8]} · {self.cpus} CPUs · started {started}"
 
 
 class _Lost(Exception):
-    """The episode's actor (or its node) died: nothing came back."""
+    """The episode's actor (or its node) died, or hung: nothing came back."""
 
 
 class _HostGaveUp(BackendError):
@@ -160,119 +210,187 @@ class _HostGaveUp(BackendError):
 
 
 def eligible_nodes() -> list[dict[str, Any]]:
-    """Live nodes offering `RESOURCE`, or every live node when none does."""
+    """Live nodes offering `RESOURCE`, or every live node when none does (blocking)."""
     alive = [n for n in ray.nodes() if n.get("Alive")]
     tagged = [n for n in alive if n.get("Resources", {}).get(RESOURCE, 0) > 0]
     return tagged or alive
 
 
-class Actors:
-    """The live actors, one per eligible node, and the episodes in flight on each."""
+def ray_error(e: BaseException) -> str:
+    """A Ray error as what it is, in a line: its kind, the first line of its message, and
+    the error it carries when its last line names one (an actor's creation task that
+    raised: ``ActorDiedError: … (TypeError: …)``)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    said = f"{type(e).__name__}: {lines[0]}"
+    if len(lines) > 1 and re.match(r"[\w.]*(Error|Exception)\b", lines[-1]):
+        said += f" ({lines[-1]})"
+    return said
 
-    def __init__(self, settings: RunSettings, slots: int, warn: Callable[[str], None]) -> None:
+
+class Actors:
+    """The actors, one live per eligible node, and the slots each may fill."""
+
+    def __init__(
+        self, settings: RunSettings, parts: RunParts, slots: int, warn: Callable[[str], None]
+    ) -> None:
         self.settings = settings
-        self.slots = slots
+        self.parts = parts
         self.warn = warn
+        self.slots: Slots[_Actor] = Slots(slots)
         self.actors: list[_Actor] = []
+        """Every actor started, live or not, in order."""
+        self.live: dict[str, _Actor] = {}
+        """The live actor of each node."""
+        self.starting: dict[str, asyncio.Task[None]] = {}
         self.lost = 0
         self.deaths = 0
+        self.hung = 0
         self.isolation = ""
         self.refused: dict[str, str] = {}
-        """Nodes where an actor could not start, and why."""
-        self._changed = asyncio.Condition()
+        """Nodes where an actor cannot start (a tracegen error: not retried), and why."""
+        self.failed: dict[str, str] = {}
+        """Nodes whose last start failed (a Ray error or a timeout: retried), and why."""
         self._warned: set[str] = set()
 
     @property
     def alive(self) -> list[_Actor]:
-        return [a for a in self.actors if a.alive]
+        return list(self.live.values())
 
     async def refresh(self) -> None:
-        """Start an actor on each eligible node that has no live one."""
-        covered = {a.node for a in self.alive} | set(self.refused)
-        nodes = [n for n in eligible_nodes() if n["NodeID"] not in covered]
-        started = await asyncio.gather(*(self._start(n) for n in nodes))
-        fresh = [a for a in started if a is not None]
-        if fresh:
-            async with self._changed:
-                self.actors.extend(fresh)
-                self._changed.notify_all()
+        """Start an actor on each eligible node with neither a live nor a starting one; each
+        start goes on by itself (see `started`)."""
+        for node in await asyncio.to_thread(eligible_nodes):
+            node_id = node["NodeID"]
+            if node_id in self.live or node_id in self.starting or node_id in self.refused:
+                continue
+            self.starting[node_id] = asyncio.create_task(self._start(node))
 
-    async def _start(self, node: dict[str, Any]) -> _Actor | None:
+    async def started(self) -> None:
+        """Until one actor is live, or no start is under way any more."""
+        while not self.live and self.starting:
+            await asyncio.wait(list(self.starting.values()), return_when=asyncio.FIRST_COMPLETED)
+
+    async def _start(self, node: dict[str, Any]) -> None:
+        node_id = node["NodeID"]
+        address = str(node.get("NodeManagerAddress"))
         cpus = max(1, int(node.get("Resources", {}).get("CPU", 1)))
-        handle = _RemoteActor.options(
-            num_cpus=0,
-            max_concurrency=self.slots + 16,
-            max_restarts=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-        ).remote(self.settings, cpus)
+        handle: Any = None
         try:
+            handle = _RemoteActor.options(
+                num_cpus=0,
+                max_concurrency=self.slots.slots + 16,
+                max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote(self.settings, self.parts, cpus)
             started = await asyncio.wait_for(_await(handle.start.remote()), START_TIMEOUT_S)
-        except (RayError, TimeoutError):
-            ray.kill(handle, no_restart=True)
-            return None
-        if isinstance(started, TracegenError):
-            ray.kill(handle, no_restart=True)
-            self.refused[node["NodeID"]] = str(started)
-            self.warn(f"{node.get('NodeManagerAddress')}: {started}; no episodes run there")
-            return None
-        self.isolation, warning = started
-        if warning and warning not in self._warned:
-            self._warned.add(warning)
-            self.warn(f"{node.get('NodeManagerAddress')}: {warning}")
-        return _Actor(handle, node["NodeID"], str(node.get("NodeManagerAddress")), cpus)
+        except TimeoutError:
+            self.failed[address] = f"did not start within {START_TIMEOUT_S:.0f}s"
+        except Exception as e:  # a Ray error, or one of Ray's own checks: said as it is
+            self.failed[address] = ray_error(e)
+        except asyncio.CancelledError:
+            _kill(handle)
+            raise
+        else:
+            if isinstance(started, TracegenError):
+                self.refused[node_id] = f"{address}: {started}"
+                self.warn(f"{address}: {started}; no episodes run there")
+            else:
+                self.failed.pop(address, None)
+                self.isolation, warning = started
+                if warning and warning not in self._warned:
+                    self._warned.add(warning)
+                    self.warn(f"{address}: {warning}")
+                self.join(_Actor(handle, node_id, address, cpus, len(self.actors) + 1))
+                return
+        finally:
+            self.starting.pop(node_id, None)
+        _kill(handle)
+
+    def join(self, actor: _Actor) -> None:
+        """A started actor takes episodes from now on."""
+        self.actors.append(actor)
+        self.live[actor.node] = actor
+        self.slots.add(actor, actor.cpus)
 
     async def keep_up(self) -> None:
         """`refresh` every `REFRESH_S`, through a moment the cluster does not answer."""
         while True:
             await asyncio.sleep(REFRESH_S)
-            with contextlib.suppress(RayError):
+            with contextlib.suppress(Exception):  # Ray's, or its connection's: try again
                 await self.refresh()
-
-    def share(self, actor: _Actor) -> int:
-        """How many episodes ``actor`` may have in flight: its part of the slots, by CPUs."""
-        cpus = sum(a.cpus for a in self.alive) or 1
-        return max(1, math.ceil(self.slots * actor.cpus / cpus))
 
     async def acquire(self) -> _Actor:
         """The live actor least loaded for its share, once one has room."""
         waited_since = time.monotonic()
-        async with self._changed:
-            while True:
-                free = [a for a in self.alive if a.in_flight < self.share(a)]
-                if free:
-                    actor = min(free, key=lambda a: a.in_flight / self.share(a))
-                    actor.in_flight += 1
-                    return actor
-                if not self.alive and time.monotonic() - waited_since > NO_ACTOR_S:
-                    raise ClusterError(
-                        f"no Ray node has run episodes for {NO_ACTOR_S:.0f}s (no live "
-                        f"tracegen actor); once nodes are back, run the same command to resume"
-                    )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), REFRESH_S)
+        while True:
+            actor = self.slots.take()
+            if actor is not None:
+                return actor
+            if not self.live and time.monotonic() - waited_since > NO_ACTOR_S:
+                raise ClusterError(
+                    f"no Ray node has run episodes for {NO_ACTOR_S:.0f}s (no live "
+                    f"tracegen actor{self._why()}); once nodes are back, run the same "
+                    "command to resume"
+                )
+            await self.slots.wait(REFRESH_S)
 
-    async def release(self, actor: _Actor) -> None:
-        async with self._changed:
-            actor.in_flight -= 1
-            self._changed.notify_all()
+    def release(self, actor: _Actor) -> None:
+        self.slots.give_back(actor)
 
-    def died(self, actor: _Actor) -> None:
+    async def answers(self, actor: _Actor) -> bool:
+        """Whether ``actor`` answers a ping within `PROBE_S` (one ping at a time per actor)."""
+        if actor.probe is None or actor.probe.done():
+            actor.probe = asyncio.create_task(self._ping(actor))
+        return await asyncio.shield(actor.probe)
+
+    @staticmethod
+    async def _ping(actor: _Actor) -> bool:
+        try:
+            await asyncio.wait_for(_await(actor.handle.ping.remote()), PROBE_S)
+        except (TimeoutError, GetTimeoutError):
+            return False
+        except RayError:
+            return False
+        return True
+
+    def died(self, actor: _Actor, *, hung: bool = False) -> None:
         if actor.alive:
             actor.alive = False
+            actor.hung = hung
             self.deaths += 1
-            ray.kill(actor.handle, no_restart=True)
+            self.hung += hung
+            if self.live.get(actor.node) is actor:
+                del self.live[actor.node]
+            self.slots.remove(actor)
+            _kill(actor.handle)
 
     async def stop(self) -> None:
-        """Close the actors' sandboxes and clients, then end them."""
+        """Cancel the starts; close the actors' sandboxes and clients, then end them."""
+        for task in list(self.starting.values()):
+            task.cancel()
+        await asyncio.gather(*self.starting.values(), return_exceptions=True)
         alive = self.alive
         stops = [_await(a.handle.stop.remote()) for a in alive]
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*stops, return_exceptions=True), 10)
         for actor in alive:
-            ray.kill(actor.handle, no_restart=True)
+            _kill(actor.handle)
 
     def detail(self) -> str:
-        return f"actors {len(self.alive)}"
+        starting = f" (+{len(self.starting)} starting)" if self.starting else ""
+        return f"actors {len(self.live)}{starting}"
+
+    def _why(self) -> str:
+        reasons = [*self.refused.values(), *(f"{a}: {w}" for a, w in self.failed.items())]
+        return f": {'; '.join(reasons[:3])}" if reasons else ""
+
+
+def _kill(handle: Any) -> None:
+    if handle is not None and ray.is_initialized():  # ray.kill would start a Ray otherwise
+        with contextlib.suppress(RayError, ValueError):
+            ray.kill(handle, no_restart=True)
 
 
 async def _await(ref: Any) -> Any:
@@ -280,8 +398,14 @@ async def _await(ref: Any) -> Any:
     try:
         return await ref
     except asyncio.CancelledError:
-        ray.cancel(ref)
+        _cancel(ref)
         raise
+
+
+def _cancel(ref: Any) -> None:
+    if ray.is_initialized():  # ray.cancel would start a Ray otherwise
+        with contextlib.suppress(RayError, TypeError):
+            ray.cancel(ref)
 
 
 class RayExecutor(Executor):
@@ -290,29 +414,49 @@ class RayExecutor(Executor):
     unit = "episodes"
     in_process = False
     actors: Actors
+    notices_before = 0
+    ray_errors: set[str]
+    """The kinds of Ray error already told (each once)."""
     _keeper: asyncio.Task[None] | None = None
+
+    @property
+    def deadline_s(self) -> float:
+        """How long an episode runs before its actor must show it is alive (and again each
+        time as long after): `DEADLINE_S`, or one model request's timeout plus one
+        execution's when that is shorter."""
+        return min(DEADLINE_S, self.settings.request_timeout_s + self.settings.exec_timeout)
 
     async def open(self) -> str:
         _connect(self.settings.ray_address)
+        self.notices_before = NOTICES.count
+        self.ray_errors = set()
+        parts = RunParts(self.plan.settings, self.plan.system_prompt, self.plan.settings_hash)
         slots = self.settings.concurrency * len(self.settings.hosts)
-        self.actors = Actors(self.settings, slots, self.reporter.warn)
+        self.actors = Actors(self.settings, parts, slots, self.reporter.warn)
         try:
             await self.actors.refresh()
+            if not self.actors.starting:
+                raise ClusterError("no live Ray node to start a tracegen actor on")
+            await self.actors.started()
             if not self.actors.alive:
-                why = next(iter(self.actors.refused.values()), "it did not start in time")
-                raise ClusterError(f"no Ray node could start a tracegen actor: {why}")
+                raise ClusterError(f"no Ray node could start a tracegen actor{self.actors._why()}")
         except BaseException:
             await self.close()
             raise
         self._keeper = asyncio.create_task(self.actors.keep_up())
         self.reporter.detail = self.actors.detail
-        nodes = len(self.actors.alive)
-        return f"Ray: {nodes} actor(s), one per node, sandbox {self.actors.isolation}"
+        starting = len(self.actors.starting)
+        more = f" ({starting} more starting)" if starting else ""
+        return (
+            f"Ray: {len(self.actors.alive)} actor(s){more}, one per node, sandbox "
+            f"{self.actors.isolation}"
+        )
 
     async def close(self) -> None:
         if self._keeper is not None:
             self._keeper.cancel()
-        await self.actors.stop()
+        if hasattr(self, "actors"):
+            await self.actors.stop()
         ray.shutdown()
 
     async def run_one(self, spec: EpisodeSpec) -> Trace:
@@ -342,17 +486,25 @@ class RayExecutor(Executor):
                     )
                 await asyncio.sleep(min(30.0, 2.0 ** (losses - 1)))
 
+    def submit(self, actor: _Actor, spec: EpisodeSpec, host: str) -> Any:
+        """Start the episode on ``actor``: what is not the run's fixed parts."""
+        return actor.handle.run.remote(spec.problem, spec.sample, spec.trace_id, spec.seed, host)
+
     async def _on_actor(self, spec: EpisodeSpec, host: str) -> Trace:
         actor = await self.actors.acquire()
         try:
-            result: Result = await _await(actor.handle.run.remote(spec, host))
+            result: Result = await self._result(actor, self.submit(actor, spec, host))
         except RayActorError:
             self.actors.died(actor)
             raise _Lost from None
-        except RayError:
+        except RayError as e:  # the episode runs again; what Ray said is said once
+            said = ray_error(e)
+            if type(e).__name__ not in self.ray_errors:
+                self.ray_errors.add(type(e).__name__)
+                self.reporter.warn(f"{actor.address}: {said}; the episode runs again")
             raise _Lost from None
         finally:
-            await self.actors.release(actor)
+            self.actors.release(actor)
         actor.episodes += 1
         self.stats.retries += result.retries
         self.stats.executions += result.executions
@@ -364,22 +516,52 @@ class RayExecutor(Executor):
             raise _HostGaveUp(result.trace)
         return result.trace
 
+    async def _result(self, actor: _Actor, ref: Any) -> Result:
+        """What ``actor`` sends back for ``ref``; past each deadline, the actor must answer
+        a ping, else it is hung and the episode `_Lost` (a late result is never read)."""
+        future = asyncio.ensure_future(ref)
+        try:
+            while True:
+                done, _ = await asyncio.wait({future}, timeout=self.deadline_s)
+                if done:
+                    result: Result = future.result()
+                    return result
+                if not actor.alive or not await self.actors.answers(actor):
+                    self.actors.died(actor, hung=actor.alive)
+                    raise _Lost
+        except asyncio.CancelledError:
+            _cancel(ref)
+            raise
+        finally:
+            if not future.done():
+                future.cancel()
+
     def summary_rows(self) -> list[tuple[str, str]]:
         a = self.actors
+        hung = f" ({a.hung} hung)" if a.hung else ""
         rows = [
             (
                 "Ray actors",
-                f"{len(a.actors)} started, {a.deaths} died; {a.lost} episodes lost with an "
-                "actor (run again)",
+                f"{len(a.actors)} started, {a.deaths} died{hung}; {a.lost} episodes lost with "
+                "an actor (run again)",
             )
         ]
-        rows += [(f"actor {x.name}", f"{x.episodes} episodes") for x in a.actors]
+        for x in a.actors:
+            state = "" if x.alive else (", hung" if x.hung else ", died")
+            rows.append((f"actor #{x.number}", f"{x.describe()} · {x.episodes} episodes{state}"))
+        notices = NOTICES.count - self.notices_before
+        if notices:
+            rows.append(("Ray notices", f"{notices} (dead nodes or workers; in Ray's logs)"))
         return rows
 
 
 def _connect(address: str | None) -> None:
     """Join the cluster at ``address`` (``auto``, HOST:PORT, or RAY_ADDRESS), or start a local
-    Ray with a small object store when neither is given."""
+    Ray with a small object store when neither is given. Ray's notices of dead nodes and
+    workers go to `NOTICES` rather than the terminal, as do its complaints about results
+    nobody read (an episode given up on its hung actor)."""
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    _keep_notices()
     options: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
     if address is None and not os.environ.get("RAY_ADDRESS"):
         options |= {"include_dashboard": False, "object_store_memory": LOCAL_OBJECT_STORE}
@@ -392,3 +574,39 @@ def _connect(address: str | None) -> None:
             hint = " (Ray ≥ 2.59 uses token auth: set RAY_AUTH_MODE the same on every node)"
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ClusterError(f"cannot join {where}: {first}{hint}") from None
+
+
+@dataclass
+class RayNotices:
+    """The error notices Ray's driver would have printed (see `_keep_notices`)."""
+
+    count: int = 0
+    last: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+
+
+NOTICES = RayNotices()
+
+
+def _keep_notices() -> None:
+    """Ray's driver prints the cluster's error notices (a node or worker died: dozens of
+    lines each) on stdout from a thread of its own, whatever ``log_to_driver`` says
+    (``ray._private.worker.listen_error_messages``, Ray 2.60); they are also in the logs of
+    the raylet and GCS that sent them. Keep them out of tracegen's terminal: counted in
+    `NOTICES`, the last few kept."""
+    try:
+        from ray._private import worker
+    except ImportError:
+        return
+    show = getattr(worker, "print_to_stdstream", None)
+    if show is None or getattr(show, "_tracegen", False):
+        return
+
+    def keep(data: dict[str, Any], ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            NOTICES.count += 1
+            NOTICES.last.extend(str(line) for line in data.get("lines", ()))
+            return
+        show(data, ignore_prefix)
+
+    keep._tracegen = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = keep

@@ -103,6 +103,7 @@ async def _run(settings: RunSettings) -> int:
         settings=generation.record(system_prompt),
         overwrite=settings.overwrite,
         warn=reporter.warn,
+        plan=shard[1].fingerprint(shard[0].index) if shard is not None else None,
     )
     status = 0
     try:

@@ -1,15 +1,17 @@
-"""`tracegen merge` and `tracegen status`: a sharded run's parts joined into one, and how far
-each part is (see `tracegen.generate.shards` for the files a shard writes).
+"""`tracegen merge`: a sharded run's parts joined into one (see `tracegen.generate.shards` for
+the files a shard writes).
 
 `merge` refuses while a shard is missing or not done (each is listed with the command that
-finishes it) unless ``allow_partial``; every record must carry the run's settings hash and
-every done marker the run's plan. It writes the output (accepted traces), the rejects when
-asked, and the union state file, so a later plain ``tracegen run -o OUT`` with the same
-settings resumes exactly: each episode once, by the rules `RunFiles` resumes with (a
-whole trace in an output or rejects file, or a rejected or failed state line). A last line
-a crash cut (or a shard still writes) is ignored. The files are written beside their final
-names and renamed into place, so an interrupted merge leaves no half-written output. Its
-counts are those of the records it wrote.
+finishes it) unless ``allow_partial``; every record must carry the run's settings hash, and
+a shard whose done marker or state names another plan (`ShardFiles.foreign`) is refused
+whatever the flags. A merge that holds fewer episodes than the plan says so (`partial`).
+It writes the output (accepted traces), the rejects when asked, and the union state file,
+so a later plain ``tracegen run -o OUT`` with the same settings resumes exactly: each
+episode once, by the rules `RunFiles` resumes with (a whole trace in an output or rejects
+file, or a rejected or failed state line). A last line a crash cut (or a shard still
+writes) is ignored. The files are written beside their final names and renamed into place,
+so an interrupted merge leaves no half-written output. Its counts are those of the records
+it wrote.
 """
 
 from __future__ import annotations
@@ -27,136 +29,21 @@ from pydantic import ValidationError
 
 from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, InputFileError, OutputError
-from tracegen.generate.runfiles import (
-    StateHeader,
-    StateLine,
-    attempted,
-    in_use,
-    run_rows,
-    state_path,
-)
+from tracegen.generate.runfiles import StateHeader, StateLine, state_path
 from tracegen.generate.shards import (
     Manifest,
     Shard,
-    done_path,
+    ShardFiles,
     manifest_path,
     parse_shard_file,
     read_done,
     read_manifest,
-    shard_file,
+    record_key,
 )
 from tracegen.jsonl import JsonlWriter, iter_lines
 
 _GLOB = set("*?[")
 _SIDECARS = (".state", ".done")
-
-
-@dataclass(frozen=True)
-class ShardFiles:
-    """The files of one shard of a run."""
-
-    shard: Shard
-    output: Path
-    rejects: Path | None
-
-    @property
-    def state(self) -> Path:
-        return state_path(self.output)
-
-    @classmethod
-    def of(cls, output: Path, shard: Shard, manifest: Manifest) -> ShardFiles:
-        rejects = Path(manifest.rejects) if manifest.rejects else None
-        return cls(
-            shard, shard_file(output, shard), shard_file(rejects, shard) if rejects else None
-        )
-
-    def rows(self) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-        """Every whole record of the shard (a cut last line left out)."""
-        return run_rows(self.output, self.rejects, self.state, whole_lines=True)
-
-    def attempted(self) -> set[Key]:
-        """The episodes the shard would skip if it ran again."""
-        return {
-            _key(path, lineno, row)
-            for path, lineno, row in self.rows()
-            if not _is_header(path, row, self.state) and attempted(path, row, self.state)
-        }
-
-    def torn(self) -> list[Path]:
-        """Its files whose last line is cut."""
-        return [p for p in (self.output, self.rejects, self.state) if p and _cut(p)]
-
-
-def _is_header(path: Path, row: dict[str, Any], state: Path) -> bool:
-    return path == state and "settings" in row
-
-
-def _key(path: Path, lineno: int, row: dict[str, Any]) -> Key:
-    try:
-        return (str(row["problem_id"]), int(row["sample"]), str(row["mode"]), str(row["model"]))
-    except (KeyError, TypeError, ValueError):
-        raise InputFileError(f"{path}:{lineno}: not a tracegen record") from None
-
-
-def _cut(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() == 0:
-                return False
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) != b"\n"
-    except FileNotFoundError:
-        return False
-
-
-# ---------------------------------------------------------------- status
-
-
-@dataclass(frozen=True)
-class ShardState:
-    files: ShardFiles
-    attempted: int
-    total: int
-    done: bool
-    running: bool
-
-    @property
-    def state(self) -> str:
-        if self.done:
-            return "done"
-        if self.running:
-            return "running"
-        return "stopped" if self.files.state.exists() else "not started"
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    manifest: Manifest
-    shards: list[ShardState]
-
-
-def run_status(output: Path) -> RunStatus:
-    """How far each shard of the run writing ``output`` is."""
-    manifest = read_manifest(manifest_path(output))
-    shards = []
-    for index in range(manifest.shards):
-        files = ShardFiles.of(output, Shard(index, manifest.shards), manifest)
-        marker = read_done(files.output)
-        shards.append(
-            ShardState(
-                files=files,
-                attempted=len(files.attempted()),
-                total=manifest.episodes[index],
-                done=marker is not None and _marks(marker.settings_hash, manifest),
-                running=in_use(files.state),
-            )
-        )
-    return RunStatus(manifest, shards)
-
-
-def _marks(settings_hash: str, manifest: Manifest) -> bool:
-    return settings_hash == manifest.settings_hash
 
 
 # ---------------------------------------------------------------- merge
@@ -176,6 +63,8 @@ class MergeReport:
     duplicates: int = 0
     torn: list[Path] = field(default_factory=list)
     rejects: Path | None = None
+    short: dict[int, int] = field(default_factory=dict)
+    """Done shards holding fewer episodes than their plan: shard → how many fewer."""
 
     @property
     def episodes(self) -> int:
@@ -183,7 +72,21 @@ class MergeReport:
 
     @property
     def partial(self) -> bool:
-        return bool(self.not_done or self.missing)
+        """Whether the merged run holds fewer episodes than the plan."""
+        return bool(self.not_done or self.missing or self.short) or self.episodes < self.planned
+
+    def partial_reason(self) -> str:
+        """What is missing, in a line: shards missing, not done, short of episodes."""
+        parts = [
+            f"{what}: {', '.join(str(i) for i in shards)}"
+            for what, shards in (
+                ("shards missing", self.missing),
+                ("not done", self.not_done),
+                ("short of episodes", sorted(self.short)),
+            )
+            if shards
+        ]
+        return f"{self.episodes} of {self.planned} episodes of the plan ({'; '.join(parts)})"
 
 
 def expand(sources: list[str]) -> list[Path]:
@@ -249,13 +152,9 @@ def merge(
         for i, p in given.items()
     }
     for files in shards.values():
-        marker = read_done(files.output)
-        if marker is not None and not _marks(marker.settings_hash, manifest):
-            raise InputFileError(
-                f"{done_path(files.output)}: marks a shard of another plan (settings hash "
-                f"{marker.settings_hash}, the run's is {manifest.settings_hash}); run the shard "
-                "again"
-            )
+        foreign = files.foreign(manifest)
+        if foreign is not None:
+            raise InputFileError(foreign)
     not_done = sorted(i for i, f in shards.items() if read_done(f.output) is None)
     missing = sorted(set(range(count)) - set(shards))
     if (not_done or missing) and not allow_partial:
@@ -270,7 +169,10 @@ def merge(
         planned=sum(manifest.episodes),
         rejects=rejects,
     )
-    _Writer(targets, manifest, report).write([shards[i] for i in sorted(shards)])
+    done = set(shards) - set(not_done)
+    _Writer(targets, manifest, report, done, allow_partial).write(
+        [shards[i] for i in sorted(shards)]
+    )
     return report
 
 
@@ -328,11 +230,18 @@ class _Writer:
     """Writes the merged files beside their names, then renames them into place."""
 
     def __init__(
-        self, targets: tuple[Path, Path | None, Path], manifest: Manifest, report: MergeReport
+        self,
+        targets: tuple[Path, Path | None, Path],
+        manifest: Manifest,
+        report: MergeReport,
+        done: set[int],
+        allow_partial: bool,
     ) -> None:
         self.targets = [t for t in targets if t is not None]
         self.manifest = manifest
         self.report = report
+        self.done = done
+        self.allow_partial = allow_partial
         self.keys: set[Key] = set()
         self.temporary = {t: t.with_name(f".{t.name}.merging") for t in self.targets}
         output, rejects, state = targets
@@ -348,7 +257,7 @@ class _Writer:
             header = StateHeader(
                 settings_hash=self.manifest.settings_hash, settings=self.manifest.settings
             )
-            self.state.write(header)
+            self.state.write(header.row())
             for files in shards:
                 self._shard(files)
             for w in (self.out, self.rej, self.state):
@@ -367,17 +276,32 @@ class _Writer:
                     t.unlink()
 
     def _shard(self, files: ShardFiles) -> None:
+        before = self.report.episodes
+        self._records(files)
+        index = files.shard.index
+        short = self.manifest.episodes[index] - (self.report.episodes - before)
+        if index in self.done and short > 0:
+            self.report.short[index] = short
+            if not self.allow_partial:
+                raise InputFileError(
+                    f"{files.output}: marked done but {short} of its "
+                    f"{self.manifest.episodes[index]} episodes are not in its files; run it "
+                    f"again ({self.manifest.command_for(files.shard)}), or merge what there is "
+                    "with --allow-partial"
+                )
+
+    def _records(self, files: ShardFiles) -> None:
         self.report.torn += files.torn()
         pending: dict[Key, dict[str, Any]] = {}
         for path, lineno, row in self._rows(files.state):
             if "settings" not in row and row.get("outcome") != "accepted":
-                pending[_key(path, lineno, row)] = row
+                pending[record_key(path, lineno, row)] = row
         for path, lineno, row in self._rows(files.output):
-            if self._new(_key(path, lineno, row)):
+            if self._new(record_key(path, lineno, row)):
                 self.out.write(row)
                 self._state(_state_line(path, lineno, row, "accepted"))
         for path, lineno, row in self._rows(files.rejects):
-            key = _key(path, lineno, row)
+            key = record_key(path, lineno, row)
             if self._new(key):
                 if self.rej is not None:
                     self.rej.write(row)
@@ -453,12 +377,8 @@ def merge_command(
     table.add_column()
     table.add_row("shards", f"{len(report.merged)} of {report.shards} merged")
     if report.partial:
-        parts = [
-            f"{what}: {', '.join(str(i) for i in shards)}"
-            for what, shards in (("missing", report.missing), ("not done", report.not_done))
-            if shards
-        ]
-        table.add_row("partial", f"shards {'; '.join(parts)} (--allow-partial)")
+        table.add_row("partial", report.partial_reason())
+        errors.print(f"tracegen: warning: partial: {report.partial_reason()}", markup=False)
     n = report.outcomes
     table.add_row("episodes", f"{report.episodes} of {report.planned} in the plan")
     table.add_row("accepted", f"{n['accepted']} (in {report.output})")
@@ -468,21 +388,4 @@ def merge_command(
     if report.duplicates:
         table.add_row("duplicates dropped", str(report.duplicates))
     table.add_row("state", str(state_path(report.output)))
-    Console(highlight=False).print(table)
-
-
-def status_command(output: Path) -> None:
-    """`tracegen status`: one row per shard."""
-    from rich.console import Console
-    from rich.table import Table
-
-    status = run_status(output)
-    table = Table(title=f"{output}: {status.manifest.shards} shards", title_justify="left")
-    for column in ("shard", "episodes", "state", "file"):
-        table.add_column(column)
-    for s in status.shards:
-        table.add_row(str(s.files.shard), f"{s.attempted}/{s.total}", s.state, s.files.output.name)
-    attempted = sum(s.attempted for s in status.shards)
-    done = sum(s.done for s in status.shards)
-    table.add_row("all", f"{attempted}/{sum(status.manifest.episodes)}", f"{done} done", "")
     Console(highlight=False).print(table)

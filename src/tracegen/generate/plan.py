@@ -13,7 +13,7 @@ from collections.abc import Container, Iterator, Sequence
 
 from tracegen.config import GenerationSettings
 from tracegen.episode.spec import EpisodeSpec, Key
-from tracegen.schema import Problem
+from tracegen.schema import Problem, Record
 
 
 def _digest(*parts: object) -> bytes:
@@ -45,6 +45,42 @@ def work_order(
         order = shuffled
     for i in order:
         yield problems[i // num_samples], i % num_samples
+
+
+class PlanFingerprint(Record):
+    """What makes one shard's work that of one plan: every shard's done marker and state
+    file carry it, so `merge` and `status` can tell a shard of another plan."""
+
+    problems: int
+    problems_sha256: str
+    num_samples: int
+    settings_hash: str
+    shards: int
+    episodes: int
+    """Episodes in this shard."""
+
+    def differences(
+        self, other: PlanFingerprint, here: str = "here", there: str = "in the run"
+    ) -> list[str]:
+        """What differs from ``other``'s, as a user would say it."""
+        found = []
+        for what, mine, theirs in (
+            ("shards", self.shards, other.shards),
+            ("problems", self.problems, other.problems),
+        ):
+            if mine != theirs:
+                found.append(f"{mine} {what} {here}, {theirs} {there}")
+        if self.problems == other.problems and self.problems_sha256 != other.problems_sha256:
+            found.append("the problems differ")
+        if self.num_samples != other.num_samples:
+            found.append(f"num-samples {self.num_samples} {here}, {other.num_samples} {there}")
+        if self.settings_hash != other.settings_hash:
+            found.append(
+                f"settings hash {self.settings_hash} {here}, {other.settings_hash} {there}"
+            )
+        if not found and self.episodes != other.episodes:
+            found.append(f"{self.episodes} episodes {here}, {other.episodes} {there}")
+        return found
 
 
 class Plan:

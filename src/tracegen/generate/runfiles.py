@@ -19,6 +19,8 @@ without its state line still counts; a rejected trace kept only in the state cou
 its state line is whole; anything cut is simply run again. So a resumed run neither
 duplicates nor skips a sample. Every record carries the settings hash; files holding
 records made with other settings are refused unless ``--overwrite`` starts all three afresh.
+A shard's state header also carries its plan's fingerprint (`PlanFingerprint`): files of a
+shard of another plan (other problems, samples, N) are refused the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pydantic import Field, ValidationError
 
 from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, OutputError
+from tracegen.generate.plan import PlanFingerprint
 from tracegen.grading.filters import Outcome
 from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail, special_file
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
@@ -47,6 +50,12 @@ class StateHeader(Record):
     schema_: Literal["tracegen.state/1"] = Field(default=STATE_SCHEMA, alias="schema")
     settings_hash: str
     settings: dict[str, Any]
+    plan: PlanFingerprint | None = None
+    """A shard's plan (`tracegen.generate.shards`); none for a run that is not sharded."""
+
+    def row(self) -> dict[str, Any]:
+        """As written: without ``plan`` when there is none."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class StateLine(Record):
@@ -109,11 +118,13 @@ class RunFiles:
         settings: dict[str, Any],
         overwrite: bool,
         warn: Callable[[str], None],
+        plan: PlanFingerprint | None = None,
     ) -> None:
         self.output = output
         self.rejects = rejects
         self.state = state_path(output)
         self.settings_hash = settings_hash
+        self.plan = plan
         for p in (output, rejects):
             if p is not None and p.suffix == ".gz":
                 raise ConfigError(
@@ -135,7 +146,8 @@ class RunFiles:
             self._rej = JsonlWriter(rejects) if rejects is not None else None
             self._state = JsonlWriter(self.state)
             if not current:
-                self._state.write(StateHeader(settings_hash=settings_hash, settings=settings))
+                header = StateHeader(settings_hash=settings_hash, settings=settings, plan=plan)
+                self._state.write(header.row())
         except BaseException:
             self._lock.release(refused=True)
             raise
@@ -149,13 +161,25 @@ class RunFiles:
                 if path == self.state and "settings" in row:
                     last = _header(self.state, lineno, row)
                     headers[last.settings_hash] = last
+                    self._check_plan(last.plan)
                     continue
                 key = self._key(path, lineno, row)
                 if attempted(path, row, self.state):
                     self.done.add(key)
         except _Mismatch as m:
             raise ConfigError(_refusal(self.output, headers.get(m.found), settings)) from None
-        return last is not None and last.settings_hash == self.settings_hash
+        return (
+            last is not None and last.settings_hash == self.settings_hash and last.plan == self.plan
+        )
+
+    def _check_plan(self, found: PlanFingerprint | None) -> None:
+        if found is None or self.plan is None or found == self.plan:
+            return
+        differences = "; ".join(self.plan.differences(found, there="in its files"))
+        raise ConfigError(
+            f"{self.output} holds a shard of another plan ({differences}); run again with "
+            "--overwrite to start this shard afresh, or give a new --output"
+        )
 
     def _key(self, path: Path, lineno: int, row: dict[str, Any]) -> Key:
         try:

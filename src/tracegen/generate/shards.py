@@ -7,8 +7,11 @@ file (and ``--rejects`` alike) and resumes like any run; once every one of its e
 attempted it writes ``traces-0000I-of-0000N.jsonl.done``, last. The first shard to start
 writes the run's manifest, ``traces.jsonl.manifest.json``: a fingerprint of the plan
 (problems, samples, settings hash, N), the per-shard episode counts and the command that
-runs a shard. A shard whose plan differs is refused, naming what differs.
-`tracegen.generate.merge` joins finished shards into one run.
+runs a shard. A shard whose plan differs is refused, naming what differs. Each shard's
+state header and done marker carry its own `PlanFingerprint` (the plan's, and its episode
+count), so a shard left from another plan (after the manifest was removed, or a file
+copied in) is told apart by `ShardFiles.foreign`: `tracegen.generate.merge` (which joins
+finished shards into one run) and `tracegen.generate.status` refuse it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import re
 import shlex
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,14 +31,21 @@ from typing import Any, Final, Literal
 import orjson
 from pydantic import Field, ValidationError
 
+from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, InputFileError, OutputError
-from tracegen.generate.plan import Plan
-from tracegen.generate.runfiles import changed_settings
-from tracegen.jsonl import dumps
+from tracegen.generate.plan import Plan, PlanFingerprint
+from tracegen.generate.runfiles import (
+    StateHeader,
+    attempted,
+    changed_settings,
+    run_rows,
+    state_path,
+)
+from tracegen.jsonl import dumps, iter_lines
 from tracegen.schema import Record
 
 MANIFEST_SCHEMA: Final = "tracegen.shards/1"
-DONE_SCHEMA: Final = "tracegen.shard-done/1"
+DONE_SCHEMA: Final = "tracegen.shard-done/2"
 _FORM = "expected I/N (0 ≤ I < N, e.g. 3/64), auto or auto/N"
 _SHARD_NAME = re.compile(r"(?P<stem>.+)-(?P<index>\d+)-of-(?P<count>\d+)(?P<suffix>\.[^.]*)?")
 
@@ -179,6 +189,17 @@ class Manifest(Record):
     def command_for(self, shard: Shard) -> str:
         return shlex.join(a.replace("{shard}", str(shard)) for a in self.command)
 
+    def fingerprint(self, index: int) -> PlanFingerprint:
+        """What shard ``index``'s files must carry to be this run's."""
+        return PlanFingerprint(
+            problems=self.problems,
+            problems_sha256=self.problems_sha256,
+            num_samples=self.num_samples,
+            settings_hash=self.settings_hash,
+            shards=self.shards,
+            episodes=self.episodes[index],
+        )
+
 
 def plan_manifest(plan: Plan, count: int, command: Sequence[str], rejects: Path | None) -> Manifest:
     """The manifest of ``plan`` split in ``count`` shards."""
@@ -273,24 +294,18 @@ def _differences(run: Manifest, mine: Manifest) -> list[str]:
 
 
 class ShardDone(Record):
-    """Written last by a shard whose episodes have all been attempted."""
+    """Written last by a shard whose episodes have all been attempted. A marker tracegen
+    cannot read (an older one's) reads as none: running the shard again writes it anew."""
 
-    schema_: Literal["tracegen.shard-done/1"] = Field(default=DONE_SCHEMA, alias="schema")
+    schema_: Literal["tracegen.shard-done/2"] = Field(default=DONE_SCHEMA, alias="schema")
     shard: int
-    shards: int
-    settings_hash: str
-    episodes: int
+    plan: PlanFingerprint
     finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
 def mark_done(shard_output: Path, shard: Shard, manifest: Manifest) -> None:
     path = done_path(shard_output)
-    marker = ShardDone(
-        shard=shard.index,
-        shards=shard.count,
-        settings_hash=manifest.settings_hash,
-        episodes=manifest.episodes[shard.index],
-    )
+    marker = ShardDone(shard=shard.index, plan=manifest.fingerprint(shard.index))
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         temporary.write_bytes(dumps(marker))
@@ -313,3 +328,102 @@ def read_done(shard_output: Path) -> ShardDone | None:
         return ShardDone.model_validate(orjson.loads(done_path(shard_output).read_bytes()))
     except (OSError, orjson.JSONDecodeError, ValidationError):
         return None
+
+
+# ---------------------------------------------------------------- one shard's files
+
+
+@dataclass(frozen=True)
+class ShardFiles:
+    """The files of one shard of a run."""
+
+    shard: Shard
+    output: Path
+    rejects: Path | None
+
+    @property
+    def state(self) -> Path:
+        return state_path(self.output)
+
+    @classmethod
+    def of(cls, output: Path, shard: Shard, manifest: Manifest) -> ShardFiles:
+        rejects = Path(manifest.rejects) if manifest.rejects else None
+        return cls(
+            shard, shard_file(output, shard), shard_file(rejects, shard) if rejects else None
+        )
+
+    @property
+    def manifest(self) -> Path:
+        """The run's manifest, beside the shard."""
+        parsed = parse_shard_file(self.output)
+        return manifest_path(parsed[0] if parsed else self.output)
+
+    def rows(self) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+        """Every whole record of the shard (a cut last line left out)."""
+        return run_rows(self.output, self.rejects, self.state, whole_lines=True)
+
+    def attempted(self) -> set[Key]:
+        """The episodes the shard would skip if it ran again."""
+        return {
+            record_key(path, lineno, row)
+            for path, lineno, row in self.rows()
+            if not is_header(path, row, self.state) and attempted(path, row, self.state)
+        }
+
+    def torn(self) -> list[Path]:
+        """Its files whose last line is cut."""
+        return [p for p in (self.output, self.rejects, self.state) if p and _cut(p)]
+
+    def plans(self) -> Iterator[tuple[Path, PlanFingerprint]]:
+        """The plans its done marker and its state's headers (which come before any record)
+        say it belongs to; none for files of a tracegen that did not record them."""
+        marker = read_done(self.output)
+        if marker is not None:
+            yield done_path(self.output), marker.plan
+        if not self.state.is_file():
+            return
+        for _, row in iter_lines(self.state, whole_lines=True):
+            if "settings" not in row:
+                return
+            try:
+                plan = StateHeader.model_validate(row).plan
+            except ValidationError:
+                raise InputFileError(f"{self.state}: not a tracegen state header") from None
+            if plan is not None:
+                yield self.state, plan
+
+    def foreign(self, manifest: Manifest) -> str | None:
+        """Why this shard is not of ``manifest``'s plan (one line), or None when it is."""
+        run = manifest.fingerprint(self.shard.index)
+        for path, plan in self.plans():
+            differences = plan.differences(run, here="there")
+            if differences:
+                return (
+                    f"{path}: shard {self.shard} of another plan ({'; '.join(differences)}, "
+                    f"per {self.manifest}); start it afresh: "
+                    f"{manifest.command_for(self.shard)} --overwrite"
+                )
+        return None
+
+
+def is_header(path: Path, row: dict[str, Any], state: Path) -> bool:
+    return path == state and "settings" in row
+
+
+def record_key(path: Path, lineno: int, row: dict[str, Any]) -> Key:
+    try:
+        return (str(row["problem_id"]), int(row["sample"]), str(row["mode"]), str(row["model"]))
+    except (KeyError, TypeError, ValueError):
+        raise InputFileError(f"{path}:{lineno}: not a tracegen record") from None
+
+
+def _cut(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except FileNotFoundError:
+        return False

@@ -24,7 +24,7 @@ import asyncio
 import base64
 import ssl
 import urllib.request
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 from urllib.parse import unquote, urlsplit
 
 import httpx
@@ -224,8 +224,9 @@ class _Connection(asyncio.Protocol):
     # ------------------------------------------------------------ asyncio's side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports (Ray runs async actors on uvloop) are not asyncio.Transport
+        # subclasses, though they do all it does
+        self._transport = cast(asyncio.Transport, transport)
         self.open = True
 
     def data_received(self, data: bytes) -> None:
