@@ -170,7 +170,8 @@ class TracegenEnv(BaseEnv):
         server = APIServerConfig(
             base_url="", model_name="default", api_key="EMPTY", health_check=False
         )
-        return TracegenEnvConfig(), [server]
+        # The name /register-env requires (the CLI's own default from `name` is not applied).
+        return TracegenEnvConfig(wandb_name=cls.name), [server]
 
     # ------------------------------------------------------------ setup
 
@@ -255,6 +256,11 @@ class TracegenEnv(BaseEnv):
         self.means.add(trace)
         return trace
 
+    def _decode(self, ids: Sequence[int]) -> str:
+        """The policy's tokenizer (``--env.tokenizer_name``, the one the trainer uses)."""
+        text: str = self.tokenizer.decode(list(ids))
+        return text
+
     def _stop(self, error: BaseException) -> None:
         if self._fatal is None:
             self._fatal = error
@@ -266,7 +272,7 @@ class TracegenEnv(BaseEnv):
         size = self.config.group_size
         specs = [self._spec(problem, round_ * size + i) for i in range(size)]
         traces = await asyncio.gather(*(self._episode(s) for s in specs))
-        group = scored_group(traces, size, self.retokenizer)
+        group = scored_group(traces, size, self.retokenizer, self._decode)
         for why in group.dropped:
             log.warning("episode left out of its group: %s", why)
         return group.data, []

@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracegen.export.conversion import Skipped
 from tracegen.export.rl import atropos_sample, check_atropos
-from tracegen.export.tokenizers import Tokenizer
-from tracegen.export.tokens import token_episode
+from tracegen.export.tokens import Decoder, token_episode
 from tracegen.schema import Trace
+
+if TYPE_CHECKING:
+    from tracegen.export.tokenizers import Tokenizer
 
 
 @dataclass
@@ -30,7 +32,10 @@ class Group:
 
 
 def scored_group(
-    traces: Sequence[Trace], group_size: int, tokenizer: Tokenizer | None = None
+    traces: Sequence[Trace],
+    group_size: int,
+    tokenizer: Tokenizer | None = None,
+    decode: Decoder | None = None,
 ) -> Group:
     """One sample per episode, failed and limit-ended ones included with their reward.
 
@@ -41,7 +46,9 @@ def scored_group(
     tokenized from its text. An episode whose prompts do not extend each other gives one
     sample per request (each with its reward); a group whose count then differs from
     ``group_size`` says so in ``group_overrides``. An episode with no model-sampled token (it
-    failed before the model answered) or whose ids do not decode to its text is left out.
+    failed before the model answered) or whose ids do not decode to its text is left out;
+    ``decode`` is the policy's tokenizer's (default: the token texts the server returned,
+    which llama.cpp's server does not give exactly per id).
     """
     samples: list[dict[str, Any]] = []
     dropped: list[str] = []
@@ -54,7 +61,7 @@ def scored_group(
             continue
         for sequence in episode.sequences:
             row = atropos_sample(trace, episode, sequence)
-            problem = check_atropos(row, sequence.texts, episode.decode)
+            problem = check_atropos(row, sequence.texts, decode or episode.decode)
             if problem is not None:
                 dropped.append(f"{trace.problem_id} sample {trace.sample}: {problem}")
                 continue
