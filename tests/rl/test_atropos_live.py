@@ -291,3 +291,78 @@ def test_process_writes_groups_and_traces_and_evaluate_reports_pass_at_k(
             for p in PROBLEMS
         ]
         assert metrics[f"eval/pass@{k}"] == pytest.approx(sum(expected) / len(expected))
+
+
+def test_a_policy_server_without_token_ids_is_refused_in_one_line(tmp_path: Path) -> None:
+    from tests.support.fake_openai import FakeOpenAI
+    from tests.support.token_traces import make_tokenizer
+
+    with FakeOpenAI("sglang") as server:
+        done = subprocess.run(
+            env_command("serve", server.url, make_tokenizer(tmp_path / "tok"), tmp_path),
+            cwd=tmp_path,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tracegen: error: the policy server at ")
+    assert "(SGLang) gives no token ids" in last and "--env.token_ids retokenized" in last
+    assert not any(p.startswith("/v1/chat") for p in server.paths()), "nothing was generated"
+
+
+def test_a_dying_api_server_is_reported_with_what_became_of_the_groups(
+    api: str,
+    llama_server: str,
+    tokenizer: Path,
+    tmp_path: Path,
+    children: list[subprocess.Popen[str]],
+) -> None:
+    registration = {
+        "wandb_group": "g",
+        "wandb_project": "p",
+        "batch_size": GROUP,
+        "max_token_len": 8192,
+        "checkpoint_dir": str(tmp_path / "checkpoints"),
+        "save_checkpoint_interval": -1,
+        "starting_step": 0,
+        "num_steps": 100,
+    }
+    httpx.post(f"{api}/register", json=registration)
+    httpx.get(f"{api}/batch")
+    unsent = tmp_path / "unsent.jsonl"
+    command = env_command(
+        "serve",
+        llama_server,
+        tokenizer,
+        tmp_path,
+        f"--env.rollout_server_url={api}",
+        "--env.total_steps=100",
+        "--env.max_num_workers=1",
+        "--env.ensure_scores_are_not_same=false",
+        "--env.steps_per_eval=1000",
+        f"--env.unsent_path={unsent}",
+    )
+    log = (tmp_path / "env.log").open("w")
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, env=child_env(), stdout=log, stderr=subprocess.STDOUT, text=True
+    )
+    children.append(proc)
+    deadline = time.monotonic() + 300
+    while httpx.get(f"{api}/status").json()["queue_size"] == 0:
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "env.log").read_text()
+        time.sleep(1)
+    api_proc = next(p for p in children if p.args[0] == "run-api")  # type: ignore[index]
+    api_proc.kill()
+    assert proc.wait(timeout=180) == 1
+    said = (tmp_path / "env.log").read_text()
+    last = said.strip().splitlines()[-1]
+    assert last.startswith(f"tracegen: error: the Atropos API at {api} failed"), said[-2000:]
+    summary = next(line for line in said.splitlines() if "groups sent" in line)
+    assert summary.startswith("tracegen: 1 groups sent"), "the one the queue held"
+    if unsent.exists():
+        kept = [orjson.loads(line) for line in unsent.read_bytes().splitlines()]
+        assert f"{len(kept)} finished but not delivered" in summary
+        assert all(len(g["tokens"]) == len(g["scores"]) for g in kept)

@@ -74,7 +74,8 @@ log = logging.getLogger("tracegen.atropos")
 
 NO_IDS = (
     "{server} gives no token ids, so groups would hold ids tracegen guessed from the text, "
-    "which the policy did not sample: use vLLM, SGLang or llama.cpp's server, or pass "
+    "which the policy did not sample: use vLLM or llama.cpp's server (tracegen reads their "
+    "ids), or pass "
     "--env.token_ids retokenized (with --env.tokenizer_name a local tokenizer) to train on "
     "retokenized ids knowingly"
 )
@@ -189,7 +190,8 @@ class TracegenEnv(BaseEnv):
             settings, on_retry=log.info, warn=_say, continues_message=mode.continues_message
         )
         if not self.pool.capabilities.token_ids and self.retokenizer is None:
-            server = f"the policy server at {self.pool.hosts[0].backend.host}"
+            backend = self.pool.hosts[0].backend
+            server = f"the policy server at {backend.host} ({backend.server_name})"
             await self.pool.aclose()
             self.pool = None
             raise ConfigError(NO_IDS.format(server=server))
