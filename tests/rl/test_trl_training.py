@@ -130,3 +130,61 @@ def test_two_grpo_steps_with_tracegen_environments_move_the_parameters(tmp_path:
     assert set(rewards) == {1.0, -0.9}, "the right program passes, the wrong one fails"
     moved = [k for k, v in model.named_parameters() if not torch.equal(v.detach(), before[k])]
     assert moved, "GRPO changed no parameter"
+
+
+def test_offline_grpo_on_recorded_rollouts_moves_the_parameters(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    trl = pytest.importorskip("trl")
+    from tests.support.token_traces import ChatmlModel, inline_tools, make_tokenizer, tool_feedback
+    from tracegen.export.rl import trl_row
+    from tracegen.export.tokens import token_episode
+    from tracegen.trl import RecordedRollouts
+
+    tok_dir = make_tokenizer(tmp_path / "tok")
+    chatml = ChatmlModel(tok_dir)
+    records = tmp_path / "t.rl-trl.jsonl"
+    with records.open("wb") as fh:
+        for trace in (tool_feedback(chatml, 0), inline_tools(chatml, 1)):
+            episode = token_episode(trace, None, require_exact=True)
+            for sequence in episode.sequences:
+                row = trl_row(trace, episode, sequence)
+                fh.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tok_dir))
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = transformers.LlamaForCausalLM(config)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    rollouts = RecordedRollouts(records)
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_steps=2,
+        learning_rate=1e-2,
+        beta=0.0,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(
+        model=model,
+        args=args,
+        processing_class=tokenizer,
+        reward_funcs=rollouts.reward,
+        train_dataset=rollouts.dataset(),
+        rollout_func=rollouts,
+    )
+    trainer.train()
+    moved = [k for k, v in model.named_parameters() if not torch.equal(v.detach(), before[k])]
+    assert moved, "GRPO changed no parameter"
