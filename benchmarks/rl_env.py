@@ -55,8 +55,8 @@ def write_problems(path: Path, count: int) -> Path:
 
 async def run_case(url: str, tmp: Path, decode: Any, workers: int, groups: int) -> dict[str, float]:
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig
-
     from tests.support.token_traces import make_tokenizer
+
     from tracegen.atropos.env import TracegenEnv, TracegenEnvConfig
     from tracegen.atropos.groups import scored_group
 
@@ -103,7 +103,8 @@ async def run_case(url: str, tmp: Path, decode: Any, workers: int, groups: int) 
         await env.close()
     from tracegen.schema import Trace
 
-    traces = [Trace.model_validate_json(line) for line in Path(config.traces_path).open("rb")]
+    lines = Path(config.traces_path).read_bytes().splitlines()
+    traces = [Trace.model_validate_json(line) for line in lines]
     shaped = time.thread_time()
     for k in range(0, len(traces), GROUP):
         scored_group(traces[k : k + GROUP], GROUP, None, decode)
@@ -138,9 +139,7 @@ def main() -> None:
             fake = FakeOpenAI("llamacpp", parallel=PARALLEL, latency_s=LATENCY_S)
             fake.set_responder(lambda path, body: Reply(content=ANSWER))
             with fake:
-                row = asyncio.run(
-                    run_case(fake.url, Path(tmp), fake.vocab.decode, workers, groups)
-                )
+                row = asyncio.run(run_case(fake.url, Path(tmp), fake.vocab.decode, workers, groups))
                 busy = fake.max_in_flight
             print(
                 f"| {workers} | {workers * GROUP} | {busy} | {row['eps']:.1f} "
