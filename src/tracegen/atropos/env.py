@@ -191,7 +191,8 @@ class TracegenEnv(BaseEnv):
         )
         if not self.pool.capabilities.token_ids and self.retokenizer is None:
             backend = self.pool.hosts[0].backend
-            server = f"the policy server at {backend.host} ({backend.server_name})"
+            name = getattr(backend, "server_name", "OpenAI-compatible")
+            server = f"the policy server at {backend.host} ({name})"
             await self.pool.aclose()
             self.pool = None
             raise ConfigError(NO_IDS.format(server=server))
