@@ -367,3 +367,30 @@ def test_a_dying_api_server_is_reported_with_what_became_of_the_groups(
         kept = [orjson.loads(line) for line in unsent.read_bytes().splitlines()]
         assert f"{len(kept)} finished but not delivered" in summary
         assert all(len(g["tokens"]) == len(g["scores"]) for g in kept)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--env.max_iterations=0"], "--env.max_iterations: Input should be greater than or equal"),
+        (["--env.mode=nope"], "unknown mode 'nope'; known:"),
+        (["--env.max_steps=many"], "--env.max_steps: Input should be a valid integer"),
+    ],
+)
+def test_a_wrong_setting_is_one_line_and_exit_2(
+    flags: list[str], message: str, tmp_path: Path
+) -> None:
+    from tests.support.token_traces import make_tokenizer
+
+    command = [
+        sys.executable,
+        "-m",
+        "tracegen.atropos",
+        "serve",
+        "--openai.base_url=http://127.0.0.1:9/v1",
+        f"--env.tokenizer_name={make_tokenizer(tmp_path / 'tok')}",
+        *flags,
+    ]
+    done = subprocess.run(command, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(f"tracegen: error: {message}")
