@@ -142,3 +142,20 @@ def test_pass_rates_average_over_problems() -> None:
     traces = [trace("a", 0, True), trace("a", 1, False), trace("b", 0, False), trace("b", 1, False)]
     assert pass_rates(traces, [1, 2]) == {1: pytest.approx(0.25), 2: pytest.approx(0.5)}
     assert eval_ks(1) == [1] and eval_ks(10) == [1, 2, 4, 8, 10]
+
+
+def test_a_group_the_environment_failed_is_not_scored(model: ChatmlModel) -> None:
+    from tracegen.atropos.groups import environment_failure
+
+    ok = tool_feedback(model, 0)
+    limit = ok.model_copy(
+        update={"error": TraceError(kind="limit", reason="max_steps", message="out of turns")}
+    )
+    assert environment_failure([ok, limit]) is None, "a limit is the policy's doing"
+    down = ok.model_copy(
+        update={
+            "sample": 1,
+            "error": TraceError(kind="backend", reason="unavailable", message="server down"),
+        }
+    )
+    assert environment_failure([ok, down]) == "add sample 1: server down"

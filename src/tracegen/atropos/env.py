@@ -47,6 +47,7 @@ from tenacity import (
 
 from tracegen.atropos.groups import (
     EpisodeMeans,
+    environment_failure,
     episode_means,
     eval_ks,
     pass_rates,
@@ -79,6 +80,10 @@ NO_IDS = (
     "--env.token_ids retokenized (with --env.tokenizer_name a local tokenizer) to train on "
     "retokenized ids knowingly"
 )
+
+
+RETRY_ROUNDS = 10_000
+"""Added to the round of a group run again, so its episodes get new ids and seeds."""
 
 
 class _Refused(Exception):
@@ -275,6 +280,10 @@ class TracegenEnv(BaseEnv):
         size = self.config.group_size
         specs = [self._spec(problem, round_ * size + i) for i in range(size)]
         traces = await asyncio.gather(*(self._episode(s) for s in specs))
+        failure = environment_failure(traces)
+        if failure is not None:  # not the policy's doing: no reward, the problem again later
+            log.warning("group of %s run again later: %s", problem.id, failure)
+            return None, [(problem, round_ + RETRY_ROUNDS)]
         group = scored_group(traces, size, self.retokenizer, self._decode)
         for why in group.dropped:
             log.warning("episode left out of its group: %s", why)

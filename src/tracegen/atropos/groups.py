@@ -80,6 +80,19 @@ def scored_group(
     return Group(data, dropped, len(traces))
 
 
+NOT_THE_POLICY = ("backend", "sandbox", "internal")
+"""Kinds of episode failure the policy did not cause: the server gave up on a request, the
+sandbox or tracegen failed. A reward for them would punish the policy for the environment."""
+
+
+def environment_failure(traces: Sequence[Trace]) -> str | None:
+    """Why some episode of a group failed for a reason not the policy's, or None."""
+    for trace in traces:
+        if trace.error is not None and trace.error.kind in NOT_THE_POLICY:
+            return f"{trace.problem_id} sample {trace.sample}: {trace.error.message}"
+    return None
+
+
 # ---------------------------------------------------------------- metrics
 
 
