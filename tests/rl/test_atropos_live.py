@@ -394,3 +394,41 @@ def test_a_wrong_setting_is_one_line_and_exit_2(
     done = subprocess.run(command, env=child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith(f"tracegen: error: {message}")
+
+
+def test_retokenized_ids_are_used_when_asked_for(tmp_path: Path) -> None:
+    from tests.support.fake_model import Reply
+    from tests.support.fake_openai import FakeOpenAI
+    from tests.support.token_traces import make_tokenizer
+
+    answer = "<think>Add them.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>"
+    groups = tmp_path / "groups.jsonl"
+    with FakeOpenAI("sglang") as server:
+        server.set_responder(lambda path, body: Reply(content=answer))
+        done = subprocess.run(
+            env_command(
+                "process",
+                server.url,
+                make_tokenizer(tmp_path / "tok"),
+                tmp_path,
+                "--env.mode=markers",
+                "--env.token_ids=retokenized",
+                "--env.total_steps=1",
+                f"--env.data_path_to_save_groups={groups}",
+            ),
+            cwd=tmp_path,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [group] = [orjson.loads(line) for line in groups.read_bytes().splitlines()]
+    traces = [Trace.model_validate_json(x) for x in groups.with_suffix(".traces.jsonl").open("rb")]
+    assert group["scores"] == [t.reward for t in traces] and len(traces) == GROUP
+    for tokens, masks, logprobs in zip(
+        group["tokens"], group["masks"], group["inference_logprobs"], strict=True
+    ):
+        assert len(tokens) == len(masks) == len(logprobs)
+        assert any(m != -100 for m in masks)
+        assert set(logprobs) == {1.0}, "retokenized ids were not sampled: no logprobs"
