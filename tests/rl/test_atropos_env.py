@@ -110,3 +110,27 @@ async def test_a_group_the_api_refuses_is_kept_and_named(
         capsys.readouterr().err
     )
     api.server.shutdown()
+
+
+async def test_samples_are_checked_with_the_tokenizer_only_when_it_is_the_policys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("atroposlib")
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    from tracegen.atropos.env import TracegenEnv, TracegenEnvConfig
+
+    tokenizer = make_tokenizer(tmp_path / "tok")
+    config = TracegenEnvConfig(tokenizer_name=str(tokenizer), use_wandb=False)
+    server = APIServerConfig(
+        base_url="http://127.0.0.1:9/v1", model_name="m", api_key="x", health_check=False
+    )
+    model = ChatmlModel(tokenizer)
+    traces = [tool_feedback(model, 0), inline_tools(model, 1)]
+    fits = TracegenEnv(config, [server])
+    assert fits._checker(traces) is not None
+    other = TracegenEnv(config, [server])
+    other.tokenizer.decode = lambda ids, **kw: "something else"  # type: ignore[method-assign]
+    assert other._checker(traces) is None
+    assert "does not decode the policy's ids to its prompt" in capsys.readouterr().err
+    assert other._checker(traces) is None and not capsys.readouterr().err, "said once"

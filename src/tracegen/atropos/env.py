@@ -59,6 +59,7 @@ from tracegen.data.prompts import load_prompt
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import BackendUnavailable, ConfigError, TracegenError
 from tracegen.export.tokenizers import Tokenizer, load_tokenizer
+from tracegen.export.tokens import Decoder
 from tracegen.generate.command import constrained
 from tracegen.generate.episode import run_episode
 from tracegen.generate.plan import Plan, episode_seed, trace_id
@@ -167,6 +168,7 @@ class TracegenEnv(BaseEnv):
         self._fatal: BaseException | None = None
         self._main: asyncio.Task[Any] | None = None
         self._round = 0
+        self._tokenizer_fits: bool | None = None
 
     @classmethod
     def config_init(cls) -> tuple[Any, list[APIServerConfig]]:
@@ -269,6 +271,27 @@ class TracegenEnv(BaseEnv):
         text: str = self.tokenizer.decode(list(ids))
         return text
 
+    def _checker(self, traces: Sequence[Trace]) -> Decoder | None:
+        """What checks that a sample's ids decode to its text: the policy's tokenizer, once
+        the first prompt shows it is the policy's (its messages are in the decoded prompt
+        ids); else, said once, the token texts the server returned (which llama.cpp's
+        server gives with held-back characters moved to a later token: such samples are
+        left out)."""
+        if self._tokenizer_fits is None:
+            first = next((t for t in traces if t.token_requests), None)
+            if first is None:
+                return None
+            prompt = self._decode(first.token_requests[0].prompt_ids)
+            asked = [m.content.strip() for m in first.messages[:2] if m.content.strip()]
+            self._tokenizer_fits = all(text in prompt for text in asked)
+            if not self._tokenizer_fits:
+                _say(
+                    f"--env.tokenizer_name {self.config.tokenizer_name} does not decode the "
+                    "policy's ids to its prompt: is it the policy's tokenizer? Samples are "
+                    "checked with the token texts the server returned instead"
+                )
+        return self._decode if self._tokenizer_fits else None
+
     def _stop(self, error: BaseException) -> None:
         if self._fatal is None:
             self._fatal = error
@@ -284,7 +307,7 @@ class TracegenEnv(BaseEnv):
         if failure is not None:  # not the policy's doing: no reward, the problem again later
             log.warning("group of %s run again later: %s", problem.id, failure)
             return None, [(problem, round_ + RETRY_ROUNDS)]
-        group = scored_group(traces, size, self.retokenizer, self._decode)
+        group = scored_group(traces, size, self.retokenizer, self._checker(traces))
         for why in group.dropped:
             log.warning("episode left out of its group: %s", why)
         return group.data, []
