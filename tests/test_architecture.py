@@ -30,6 +30,8 @@ LAYERS: dict[str, int] = {
     "export": 4,
     "views": 4,
     "cli": 5,
+    "atropos": 5,
+    "trl": 5,
     "__init__": 0,
     "__main__": 6,
 }

@@ -1,0 +1,7 @@
+"""``python -m tracegen.atropos serve|process|evaluate`` with Atropos's ``--env.*`` and
+``--openai.*`` flags (README, Reinforcement learning)."""
+
+from tracegen.atropos import main
+
+if __name__ == "__main__":
+    main()
