@@ -104,7 +104,7 @@ FORMATS: dict[str, Format] = {
             "rl-atropos",
             "--rl atropos",
             "tracegen.export.token_formats:ATROPOS",
-            TOKEN_OPTIONS,
+            TOKEN_OPTIONS | {"--min-group-size", "--drop-equal-scores"},
             "Each row is the group of one problem's samples in the shape of Atropos' "
             "`ScoredDataGroup`: `tokens`, `masks` (`-100` on the prompt and on tracegen's "
             "tokens), `inference_logprobs` (`1.0` where masked), `scores`, `messages`, with "

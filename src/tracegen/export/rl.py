@@ -41,10 +41,22 @@ if TYPE_CHECKING:
 MASKED = -100
 MASKED_LOGPROB = 1.0
 TRACE_FIELDS = ("id", "problem_id", "sample", "mode", "model", "reward", "score", "success")
+EPISODE_FIELDS = (*TRACE_FIELDS, "error_kind", "error_reason")
+"""What every token record says of its episode: the trace's fields, and why it failed
+(``error_kind``, ``error_reason``: null for an episode that ended without an error)."""
+
+
+def episode_fields(trace: Trace) -> Row:
+    """The `EPISODE_FIELDS` of ``trace``."""
+    row: Row = {name: getattr(trace, name) for name in TRACE_FIELDS}
+    error = trace.error
+    row["error_kind"] = error.kind if error is not None else None
+    row["error_reason"] = error.reason if error is not None else None
+    return row
 
 
 def trl_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) -> Row:
-    row: Row = {name: getattr(trace, name) for name in TRACE_FIELDS}
+    row = episode_fields(trace)
     row |= {
         "turn": sequence.turn,
         "token_source": episode.source,
@@ -76,7 +88,7 @@ def trl_features() -> Features:
 
     return Features(
         {
-            **trace_columns(TRACE_FIELDS),
+            **trace_columns(EPISODE_FIELDS),
             "turn": Value("int64"),
             "token_source": Value("string"),
             "prompt_ids": List(Value("int32")),
@@ -109,6 +121,8 @@ def atropos_sample(trace: Trace, episode: TokenEpisode, sequence: TokenSequence)
         "masks": masks,
         "inference_logprobs": logprobs,
         "score": trace.reward,
+        "success": trace.success,
+        "error": None if trace.error is None else f"{trace.error.kind}/{trace.error.reason}",
         "messages": [
             {"role": m.role, "content": m.content, "reward": None} for m in trace.messages
         ],
@@ -136,6 +150,8 @@ def _group(problem_id: str, samples: list[Row]) -> Row:
         "masks": [s["masks"] for s in samples],
         "inference_logprobs": [s["inference_logprobs"] for s in samples],
         "scores": [s["score"] for s in samples],
+        "successes": [s["success"] for s in samples],
+        "errors": [s["error"] for s in samples],
         "messages": [s["messages"] for s in samples],
         "ids": [s["id"] for s in samples],
         "turns": [s["turn"] for s in samples],
@@ -174,6 +190,8 @@ def atropos_features() -> Features:
             "masks": List(List(Value("int32"))),
             "inference_logprobs": List(List(Value("float64"))),
             "scores": List(Value("float64")),
+            "successes": List(Value("bool")),
+            "errors": List(string),
             "messages": List(List(message)),
             "ids": List(string),
             "turns": List(Value("int64")),

@@ -61,6 +61,7 @@ class TokenBuilder:
     came from, how episodes were exported, what was truncated and what was made."""
 
     reads_logprobs = True
+    keeps_failures = True
 
     def __init__(self, fmt: TokenFormat, options: ConvertOptions, counts: ConvertCounts) -> None:
         self._fmt = fmt
@@ -72,6 +73,7 @@ class TokenBuilder:
         self.batch_rows = 1 if fmt.group is not None else BATCH_ROWS
         self.exact = self.retokenized = self.split = 0
         self.records = self.truncated = self.groups = 0
+        self.singles = self.equal = self.dropped = 0
 
     def rows(self, trace: Trace) -> Iterable[Row]:
         episode = token_episode(trace, self._tokenizer, require_exact=self._options.require_exact)
@@ -99,9 +101,37 @@ class TokenBuilder:
         if self._fmt.group is None:
             yield from rows
             return
+        least = self._options.min_group_size or 0
         for group in self._fmt.group(rows):
+            size, equal = len(group["scores"]), len(set(group["scores"])) == 1
+            self.singles += size == 1
+            self.equal += equal and size > 1
+            if size < least or (equal and self._options.drop_equal_scores):
+                self.dropped += 1
+                self.records -= size
+                continue
             self.groups += 1
             yield group
+        self._warn_groups()
+
+    def _warn_groups(self) -> None:
+        """One line on the groups Atropos skips (``atroposlib`` 0.4.0, ``envs/base.py``
+        ``handle_send_to_api``: a group whose size is not ``group_size``, or whose scores
+        are all the same while ``ensure_scores_are_not_same``, the default)."""
+        if not (self.singles or self.equal):
+            return
+        found = []
+        if self.singles:
+            found.append(f"{self.singles} of one sample")
+        if self.equal:
+            found.append(f"{self.equal} more with all-equal scores")
+        what = "dropped" if self.dropped else "kept"
+        self._counts.warnings.append(
+            f"{' and '.join(found)} among {self.groups + self.dropped} groups ({what}): "
+            "Atropos learns nothing from a group whose scores are all equal and skips it "
+            "(ensure_scores_are_not_same); --min-group-size N and --drop-equal-scores drop "
+            "such groups here"
+        )
 
     def summary(self) -> str:
         made = f"{self.records} records"
@@ -110,6 +140,8 @@ class TokenBuilder:
         episodes = self.exact + self.retokenized
         text = f"{made}; {self.exact} exact, {self.retokenized} retokenized"
         text += f"; {episodes - self.split} as one sequence, {self.split} turn by turn"
+        if self.dropped:
+            text += f"; dropped {self.dropped} groups (--min-group-size, --drop-equal-scores)"
         if self.truncated:
             limit = self._options.max_length
             text += f", {self.truncated} records truncated to --max-length {limit}"
