@@ -68,6 +68,10 @@ class GenerationSettings(BaseModel):
     )
     think: bool | None = None
     top_logprobs: int = Field(default=0, ge=0, le=20)
+    logprobs: Literal["raw", "processed"] = Field(
+        default="raw",
+        description="which logprobs to ask for: the model's (raw) or the sampler's (processed)",
+    )
     continuation: ContinueChoice = Field(
         default="auto", description="how inline-tools continues its assistant message"
     )
@@ -99,6 +103,8 @@ class GenerationSettings(BaseModel):
             del data["constrain"]
         if data["chat_template"] is None:
             del data["chat_template"]
+        if data["logprobs"] == "raw":
+            del data["logprobs"]
         data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
         return data
 

@@ -133,7 +133,7 @@ def test_atropos_warns_once_about_groups_it_would_skip_and_can_drop_them(
     result = convert(trace_file, "--rl", "atropos")
     assert result.returncode == 0, result.stderr
     assert len(rows_of(tmp_path / "t.rl-atropos.jsonl")) == 3
-    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    warnings = [line for line in result.stderr.splitlines() if "groups (" in line]
     assert len(warnings) == 1
     assert "1 of one sample and 1 more with all-equal scores among 3 groups (kept)" in warnings[0]
 

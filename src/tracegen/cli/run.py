@@ -72,6 +72,14 @@ def run(
     top_logprobs: Annotated[
         int | None, typer.Option(help="Alternatives per token (0-20).", rich_help_panel=GEN)
     ] = None,
+    logprobs: Annotated[
+        str | None,
+        typer.Option(
+            help="raw (the model's distribution) or processed (the sampler's, after "
+            "temperature and truncation, where the backend gives it: see README).",
+            rich_help_panel=GEN,
+        ),
+    ] = None,
     continuation: Annotated[
         str | None,
         typer.Option(

@@ -55,8 +55,27 @@ def episode_fields(trace: Trace) -> Row:
     return row
 
 
+def logprobs_kind(trace: Trace) -> str:
+    """What a trace's logprobs are, as a trainer needs to know: ``processed`` (the
+    sampler's), ``raw at T=…`` (the model's, sampled at that temperature; ``raw at T=?`` when
+    not recorded) or ``unknown``."""
+    if trace.logprobs_kind != "raw":
+        return trace.logprobs_kind
+    temperature = trace.sampling.temperature if trace.sampling else None
+    return f"raw at T={'?' if temperature is None else f'{temperature:g}'}"
+
+
+def sampled_logprobs(kind: str) -> bool:
+    """Whether logprobs of ``kind`` (`logprobs_kind`) are what TRL's importance-sampling
+    correction compares with: log-softmax(logits / T) of the token sampled (``trl`` 1.16.0,
+    ``grpo_trainer.py``, which divides the logits by ``temperature`` and asks vLLM for
+    ``processed_logprobs``). Raw logprobs are exactly that at T=1 only."""
+    return kind in ("processed", "raw at T=1")
+
+
 def trl_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) -> Row:
     row = episode_fields(trace)
+    row["logprobs_kind"] = logprobs_kind(trace)
     row |= {
         "turn": sequence.turn,
         "token_source": episode.source,
@@ -89,6 +108,7 @@ def trl_features() -> Features:
     return Features(
         {
             **trace_columns(EPISODE_FIELDS),
+            "logprobs_kind": Value("string"),
             "turn": Value("int64"),
             "token_source": Value("string"),
             "prompt_ids": List(Value("int32")),
@@ -122,6 +142,7 @@ def atropos_sample(trace: Trace, episode: TokenEpisode, sequence: TokenSequence)
         "inference_logprobs": logprobs,
         "score": trace.reward,
         "success": trace.success,
+        "logprobs_kind": logprobs_kind(trace),
         "error": None if trace.error is None else f"{trace.error.kind}/{trace.error.reason}",
         "messages": [
             {"role": m.role, "content": m.content, "reward": None} for m in trace.messages
@@ -152,6 +173,7 @@ def _group(problem_id: str, samples: list[Row]) -> Row:
         "scores": [s["score"] for s in samples],
         "successes": [s["success"] for s in samples],
         "errors": [s["error"] for s in samples],
+        "logprobs_kinds": [s["logprobs_kind"] for s in samples],
         "messages": [s["messages"] for s in samples],
         "ids": [s["id"] for s in samples],
         "turns": [s["turn"] for s in samples],
@@ -192,6 +214,7 @@ def atropos_features() -> Features:
             "scores": List(Value("float64")),
             "successes": List(Value("bool")),
             "errors": List(string),
+            "logprobs_kinds": List(string),
             "messages": List(List(message)),
             "ids": List(string),
             "turns": List(Value("int64")),

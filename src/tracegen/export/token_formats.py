@@ -8,6 +8,7 @@ gathered (Atropos' groups). A record that fails its check is skipped and counted
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ from tracegen.export.rl import (
     atropos_sample,
     check_atropos,
     check_trl,
+    logprobs_kind,
+    sampled_logprobs,
     trl_features,
     trl_row,
 )
@@ -48,6 +51,8 @@ class TokenFormat:
     columns: Callable[[], Features]
     finish: Callable[[Row, ConvertOptions], Row] = _as_is
     group: Callable[[Iterator[Row]], Iterator[Row]] | None = None
+    logprobs: bool = True
+    """Whether its records carry the sampled tokens' logprobs (the summary says which)."""
 
     def features(self, options: ConvertOptions) -> Features:
         return self.columns()
@@ -74,9 +79,12 @@ class TokenBuilder:
         self.exact = self.retokenized = self.split = 0
         self.records = self.truncated = self.groups = 0
         self.singles = self.equal = self.dropped = 0
+        self.kinds: Counter[str] = Counter()
 
     def rows(self, trace: Trace) -> Iterable[Row]:
         episode = token_episode(trace, self._tokenizer, require_exact=self._options.require_exact)
+        if self._fmt.logprobs:
+            self.kinds[logprobs_kind(trace)] += 1
         self.exact += episode.source == "exact"
         self.retokenized += episode.source == "retokenized"
         self.split += episode.split
@@ -100,6 +108,7 @@ class TokenBuilder:
     def gather(self, rows: Iterator[Row]) -> Iterator[Row]:
         if self._fmt.group is None:
             yield from rows
+            self._warn_logprobs()
             return
         least = self._options.min_group_size or 0
         for group in self._fmt.group(rows):
@@ -113,6 +122,7 @@ class TokenBuilder:
             self.groups += 1
             yield group
         self._warn_groups()
+        self._warn_logprobs()
 
     def _warn_groups(self) -> None:
         """One line on the groups Atropos skips (``atroposlib`` 0.4.0, ``envs/base.py``
@@ -145,7 +155,22 @@ class TokenBuilder:
         if self.truncated:
             limit = self._options.max_length
             text += f", {self.truncated} records truncated to --max-length {limit}"
+        if self.kinds:
+            text += "; logprobs " + ", ".join(f"{k} {n}" for k, n in self.kinds.most_common())
         return text
+
+    def _warn_logprobs(self) -> None:
+        """One line when some episodes' logprobs are not the sampler's."""
+        off = {k: n for k, n in self.kinds.items() if not sampled_logprobs(k)}
+        if not off:
+            return
+        self._counts.warnings.append(
+            f"{sum(off.values())} episodes carry logprobs that are not the sampling "
+            f"distribution's ({', '.join(f'{k} {n}' for k, n in off.items())}): TRL's "
+            "importance-sampling correction compares log-softmax(logits / T); generate with "
+            "--logprobs processed (llama.cpp, the local backend) or at --temperature 1, or "
+            "train with GRPOConfig(vllm_importance_sampling_correction=False)"
+        )
 
     def close(self) -> None:
         if self._tokenizer is not None:
@@ -154,4 +179,6 @@ class TokenBuilder:
 
 TRL = TokenFormat(trl_row, check_trl, trl_features)
 ATROPOS = TokenFormat(atropos_sample, check_atropos, atropos_features, group=atropos_groups)
-TOKENIZED = TokenFormat(tokenized_row, check_tokenized, tokenized_features, truncate)
+TOKENIZED = TokenFormat(
+    tokenized_row, check_tokenized, tokenized_features, truncate, logprobs=False
+)

@@ -59,6 +59,7 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    logprobs_kind,
     no_grammar,
     pick_continuation,
     token_logprobs,
@@ -133,8 +134,11 @@ class OpenAIBackend(HttpBackend):
     async def chat(self, request: ChatRequest) -> Completion:
         flavor = await self._flavor_known()
         if flavor.token_ids == "llamacpp" and not request.tools and request.think is not True:
-            return await self._native(request, check_open=False)
-        return await self._chat(self._chat_body(flavor, request), request)
+            completion = await self._native(request, check_open=False)
+        else:
+            completion = await self._chat(self._chat_body(flavor, request), request)
+        completion.logprobs_kind = logprobs_kind(flavor.capabilities, request)
+        return completion
 
     async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
@@ -149,6 +153,7 @@ class OpenAIBackend(HttpBackend):
                 body.update(continue_final_message=True, add_generation_prompt=False)
             completion = await self._chat(body, request)
         completion.continuation = chosen
+        completion.logprobs_kind = logprobs_kind(flavor.capabilities, request)
         return completion
 
     async def server_info(self) -> ServerInfo:
@@ -213,6 +218,8 @@ class OpenAIBackend(HttpBackend):
             top = max(request.top_logprobs, flavor.least_top_logprobs)
             if top:
                 body["top_logprobs"] = top
+            if request.processed_logprobs and flavor.capabilities.processed_logprobs:
+                body["post_sampling_probs"] = True
         if request.tools:
             body["tools"] = request.tools
         if isinstance(request.think, str):
@@ -279,6 +286,8 @@ class OpenAIBackend(HttpBackend):
             body["stop"] = list(o.stop)
         if request.logprobs:
             body["n_probs"] = max(1, request.top_logprobs)
+            if request.processed_logprobs:
+                body["post_sampling_probs"] = True
         if o.grammar is not None:
             body.update(self._grammar_fields(await self._flavor_known(), o.grammar))
         url = "/completion"

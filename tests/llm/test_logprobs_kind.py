@@ -1,0 +1,97 @@
+"""Which logprobs a trace holds: the model's (raw) or the sampler's (processed, asked with
+``--logprobs processed`` where the backend gives them), and the sampler's settings."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from tests.support.backends import QUICK_RETRIES
+from tests.support.fake_model import Reply, logprob_entry
+from tests.support.fake_openai import FakeOpenAI
+from tracegen.llm.base import ChatRequest, SamplingOptions
+from tracegen.llm.openai import OpenAIBackend
+from tracegen.schema import ChatMessage, Trace
+
+TOOLS = [{"type": "function", "function": {"name": "python", "parameters": {}}}]
+
+
+def request(processed: bool, **kw: Any) -> ChatRequest:
+    return ChatRequest(
+        messages=[ChatMessage(role="user", content="write add")],
+        options=SamplingOptions(temperature=0.5),
+        top_logprobs=3,
+        processed_logprobs=processed,
+        **kw,
+    )
+
+
+def _expected(i: int) -> float:
+    """The stand-in's post-sampling logprob of its i-th token (see `post_sampling`)."""
+    entry = logprob_entry("x", i, 3)
+    total = sum(math.exp(2 * a["logprob"]) for a in entry["top_logprobs"])
+    return 2 * entry["logprob"] - math.log(total)
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["completion", "chat"])
+async def test_llamacpp_is_asked_for_post_sampling_probabilities_and_they_read_as_logprobs(
+    tools: list[dict[str, Any]] | None,
+) -> None:
+    with FakeOpenAI("llamacpp") as server:
+        server.script(*[Reply(content="def add(a, b): return a + b")] * 2)
+        async with OpenAIBackend(server.api, "test-model", **QUICK_RETRIES) as b:
+            raw = await b.chat(request(False, tools=tools))
+            processed = await b.chat(request(True, tools=tools))
+        generation = [body for path, body, _ in server.requests if path.endswith("completion")]
+        generation += [body for path, body, _ in server.requests if path.endswith("completions")]
+    assert [bool(body.get("post_sampling_probs")) for body in generation] == [False, True]
+    assert (raw.logprobs_kind, processed.logprobs_kind) == ("raw", "processed")
+    assert raw.logprobs and processed.logprobs
+    assert [t.logprob for t in raw.logprobs] == [
+        logprob_entry("x", i, 3)["logprob"] for i in range(len(raw.logprobs))
+    ]
+    assert [t.logprob for t in processed.logprobs] == pytest.approx(
+        [_expected(i) for i in range(len(processed.logprobs))]
+    )
+    assert [t.token for t in processed.logprobs] == [t.token for t in raw.logprobs]
+    assert all(len(t.top_logprobs) == 3 for t in processed.logprobs)
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "sglang"])
+async def test_a_server_that_does_not_say_gives_unknown_and_is_not_sent_llamacpps_field(
+    flavor: str,
+) -> None:
+    with FakeOpenAI(flavor) as server:
+        async with OpenAIBackend(server.api, "test-model", **QUICK_RETRIES) as b:
+            completion = await b.chat(request(True))
+        (body,) = [b for p, b, _ in server.requests if p == "/v1/chat/completions"]
+    assert "post_sampling_probs" not in body
+    assert completion.logprobs_kind == "unknown"
+
+
+def test_the_kind_and_the_sampling_round_trip_and_old_traces_read_as_unknown() -> None:
+    trace = Trace(
+        id="t",
+        problem_id="p",
+        mode="markers",
+        model="m",
+        logprobs_kind="processed",
+        sampling={"temperature": 0.7, "top_p": 0.95, "top_k": None},  # type: ignore[arg-type]
+    )
+    again = Trace.model_validate_json(trace.model_dump_json(by_alias=True))
+    assert again.logprobs_kind == "processed" and again.sampling == trace.sampling
+    assert again.sampling is not None and again.sampling.temperature == 0.7
+    old = trace.to_json()
+    del old["logprobs_kind"], old["sampling"]
+    read = Trace.model_validate(old)
+    assert (read.logprobs_kind, read.sampling) == ("unknown", None)
+
+
+def test_raw_logprobs_keep_the_settings_hash_of_earlier_runs() -> None:
+    from tracegen.config import GenerationSettings
+
+    raw, processed = GenerationSettings(), GenerationSettings(logprobs="processed")
+    assert "logprobs" not in raw.record("prompt")
+    assert raw.digest("prompt") != processed.digest("prompt")
