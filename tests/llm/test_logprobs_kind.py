@@ -95,3 +95,34 @@ def test_raw_logprobs_keep_the_settings_hash_of_earlier_runs() -> None:
     raw, processed = GenerationSettings(), GenerationSettings(logprobs="processed")
     assert "logprobs" not in raw.record("prompt")
     assert raw.digest("prompt") != processed.digest("prompt")
+
+
+@pytest.mark.slow
+async def test_llama_server_gives_the_samplers_logprobs_when_asked(llama_server: str) -> None:
+    """SmolLM2-135M through llama.cpp's server at T=0.7: the same tokens sampled (the seed
+    is the same), their logprobs those of the distribution sampled from."""
+    from tests.support.llamacpp import MODEL
+
+    def asked(processed: bool) -> ChatRequest:
+        return ChatRequest(
+            messages=[ChatMessage(role="user", content="Write a Python function that adds.")],
+            options=SamplingOptions(temperature=0.7, seed=1, max_tokens=24),
+            top_logprobs=5,
+            processed_logprobs=processed,
+        )
+
+    async with OpenAIBackend(f"{llama_server}/v1", MODEL, timeout_s=600) as b:
+        raw = await b.chat(asked(False))
+        processed = await b.chat(asked(True))
+    assert (raw.logprobs_kind, processed.logprobs_kind) == ("raw", "processed")
+    assert raw.completion_ids == processed.completion_ids
+    assert raw.logprobs and processed.logprobs
+    assert len(raw.logprobs) == len(processed.logprobs)
+    assert [t.id for t in raw.logprobs] == [t.id for t in processed.logprobs]
+    assert any(
+        abs(a.logprob - b.logprob) > 1e-3
+        for a, b in zip(raw.logprobs, processed.logprobs, strict=True)
+    )
+    for token in processed.logprobs:
+        assert token.logprob <= 0.0
+        assert sum(math.exp(t.logprob) for t in token.top_logprobs) <= 1.0 + 1e-4
