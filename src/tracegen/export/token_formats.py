@@ -83,7 +83,7 @@ class TokenBuilder:
 
     def rows(self, trace: Trace) -> Iterable[Row]:
         episode = token_episode(trace, self._tokenizer, require_exact=self._options.require_exact)
-        if self._fmt.logprobs:
+        if self._fmt.logprobs and episode.source == "exact":
             self.kinds[logprobs_kind(trace)] += 1
         self.exact += episode.source == "exact"
         self.retokenized += episode.source == "retokenized"
