@@ -10,15 +10,18 @@ from tests.support.runs import inline_solver, read
 
 
 @pytest.mark.parametrize(
-    ("flavor", "asked", "kind"),
+    ("flavor", "mode", "asked", "kind"),
     [
-        ("llamacpp", "processed", "processed"),
-        ("llamacpp", "raw", "raw"),
-        ("vllm", "processed", "unknown"),
+        ("llamacpp", None, "processed", "processed"),
+        ("llamacpp", None, "raw", "raw"),
+        ("vllm", None, "processed", "unknown"),
+        ("vllm", "processed_logprobs", "raw", "processed"),
     ],
 )
-def test_each_trace_records_its_logprobs_kind_and_the_sampling(cli, workspace, flavor, asked, kind):
-    with FakeOpenAI(flavor) as server:
+def test_each_trace_records_its_logprobs_kind_and_the_sampling(
+    cli, workspace, flavor, mode, asked, kind
+):
+    with FakeOpenAI(flavor, logprobs_mode=mode) as server:
         server.set_responder(inline_solver)
         args = workspace.args(server.api, "--mode", "inline-tools", "--limit", "2")
         args += ["--temperature", "0.7"]

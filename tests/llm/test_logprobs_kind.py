@@ -126,3 +126,22 @@ async def test_llama_server_gives_the_samplers_logprobs_when_asked(llama_server:
     for token in processed.logprobs:
         assert token.logprob <= 0.0
         assert sum(math.exp(t.logprob) for t in token.top_logprobs) <= 1.0 + 1e-4
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"),
+    [
+        ("processed_logprobs", "processed"),
+        ("raw_logprobs", "raw"),
+        ("raw_logits", "unknown"),
+        (None, "unknown"),
+    ],
+)
+async def test_vllm_says_its_logprobs_mode_where_it_shows_it(mode: str | None, kind: str) -> None:
+    with FakeOpenAI("vllm", logprobs_mode=mode) as server:
+        async with OpenAIBackend(server.api, "test-model", **QUICK_RETRIES) as b:
+            first = await b.chat(request(False))
+            second = await b.chat(request(True))
+        asked = [p for p, _, _ in server.requests if "config_format" in p]
+    assert (first.logprobs_kind, second.logprobs_kind) == (kind, kind)
+    assert asked == ["/server_info?config_format=json"]

@@ -139,6 +139,11 @@ class _Handler(Handler):
             self.send_json(200, {"object": "list", "data": data})
         elif flavor == "vllm" and self.path == "/version":
             self.send_json(200, {"version": version})
+        elif flavor == "vllm" and self.path.startswith("/server_info") and fake.logprobs_mode:
+            # Served only with VLLM_SERVER_DEV_MODE=1; its config as TRL 1.16 reads it
+            # (``trl/generation/vllm_client.py``, ``get_server_info``).
+            model_config = {"model": name, "logprobs_mode": fake.logprobs_mode}
+            self.send_json(200, {"vllm_config": {"model_config": model_config}})
         elif flavor == "sglang" and self.path in ("/server_info", "/get_server_info"):
             self.send_json(200, {"model_path": name, "tp_size": 1, "version": version})
         elif flavor == "llamacpp" and self.path == "/props":
@@ -500,6 +505,7 @@ class FakeOpenAI(FakeModel):
         token_ids_as_text: bool = False,
         api_key: str | None = None,
         version: str | None = None,
+        logprobs_mode: str | None = None,
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"unknown flavor {flavor!r}; known: {', '.join(FLAVORS)}")
@@ -508,6 +514,8 @@ class FakeOpenAI(FakeModel):
         self.version = VERSIONS[flavor] if version is None else version
         self.token_ids_as_text = token_ids_as_text
         self.api_key = api_key
+        self.logprobs_mode = logprobs_mode
+        """vLLM's ``--logprobs-mode``, shown at ``/server_info`` (None: not served there)."""
 
     def start(self) -> FakeOpenAI:
         super().start()

@@ -157,6 +157,8 @@ class ServerInfo:
     kind: str
     name: str
     version: str
+    logprobs_kind: LogprobsKind | None = None
+    """Which logprobs it says it returns, where it says (vLLM's ``--logprobs-mode``)."""
 
 
 def pick_continuation(
