@@ -58,7 +58,8 @@ def episode_fields(trace: Trace) -> Row:
 def logprobs_kind(trace: Trace) -> str:
     """What a trace's logprobs are, as a trainer needs to know: ``processed`` (the
     sampler's), ``raw at T=…`` (the model's, sampled at that temperature; ``raw at T=?`` when
-    not recorded) or ``unknown``."""
+    not recorded) or ``unknown``. The token formats may convert raw ones (``tempered from
+    raw at T=…``: `tracegen.export.tempered`)."""
     if trace.logprobs_kind != "raw":
         return trace.logprobs_kind
     temperature = trace.sampling.temperature if trace.sampling else None
@@ -69,8 +70,9 @@ def sampled_logprobs(kind: str) -> bool:
     """Whether logprobs of ``kind`` (`logprobs_kind`) are what TRL's importance-sampling
     correction compares with: log-softmax(logits / T) of the token sampled (``trl`` 1.16.0,
     ``grpo_trainer.py``, which divides the logits by ``temperature`` and asks vLLM for
-    ``processed_logprobs``). Raw logprobs are exactly that at T=1 only."""
-    return kind in ("processed", "raw at T=1")
+    ``processed_logprobs``). Raw logprobs are exactly that at T=1 only; at T < 1 they are
+    converted where their alternatives allow (`tracegen.export.tempered`)."""
+    return kind in ("processed", "raw at T=1") or kind.startswith("tempered from")
 
 
 def trl_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) -> Row:

@@ -25,6 +25,7 @@ from tracegen.export.rl import (
     trl_features,
     trl_row,
 )
+from tracegen.export.tempered import tempered_requests
 from tracegen.export.tokenized import check_tokenized, tokenized_features, tokenized_row, truncate
 from tracegen.export.tokenizers import load_tokenizer
 from tracegen.export.tokens import Decoder, TokenEpisode, TokenSequence, token_episode
@@ -82,17 +83,22 @@ class TokenBuilder:
         self.kinds: Counter[str] = Counter()
 
     def rows(self, trace: Trace) -> Iterable[Row]:
+        kind = logprobs_kind(trace)
+        if self._fmt.logprobs and not sampled_logprobs(kind) and trace.token_requests:
+            trace, kind = _tempered(trace, kind)
         episode = token_episode(trace, self._tokenizer, require_exact=self._options.require_exact)
         if self._fmt.logprobs and episode.source == "exact":
-            self.kinds[logprobs_kind(trace)] += 1
+            self.kinds[kind] += 1
         self.exact += episode.source == "exact"
         self.retokenized += episode.source == "retokenized"
         self.split += episode.split
-        return self._records(trace, episode)
+        return self._records(trace, episode, kind)
 
-    def _records(self, trace: Trace, episode: TokenEpisode) -> Iterator[Row]:
+    def _records(self, trace: Trace, episode: TokenEpisode, kind: str) -> Iterator[Row]:
         for sequence in episode.sequences:
             row = self._fmt.row(trace, episode, sequence)
+            if "logprobs_kind" in row:
+                row["logprobs_kind"] = kind
             try:
                 problem = self._fmt.check(row, sequence.texts, episode.decode)
                 if problem is not None:
@@ -175,6 +181,18 @@ class TokenBuilder:
     def close(self) -> None:
         if self._tokenizer is not None:
             self._tokenizer.close()
+
+
+def _tempered(trace: Trace, kind: str) -> tuple[Trace, str]:
+    """``trace`` with its raw logprobs tempered where `tempered_requests` can (its kind then
+    ``tempered from raw at T=…``), else as it is."""
+    temperature = trace.sampling.temperature if trace.sampling else None
+    if trace.logprobs_kind != "raw" or temperature is None:
+        return trace, kind
+    requests = tempered_requests(trace, temperature)
+    if requests is None:
+        return trace, kind
+    return trace.model_copy(update={"token_requests": requests}), f"tempered from {kind}"
 
 
 TRL = TokenFormat(trl_row, check_trl, trl_features)
