@@ -162,3 +162,21 @@ def test_group_flags_misused_are_one_line(
     result = convert(write_traces(tmp_path / "t.jsonl", [tool_feedback(model)]), *flags)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_dataset_card_says_which_failed_episodes_were_kept(
+    model: ChatmlModel, tmp_path: Path
+) -> None:
+    traces = [
+        failed(tool_feedback(model, 0), "limit", "max_iterations"),
+        tool_feedback(model, 1),
+        server_failed(tool_feedback(model, 2)),
+    ]
+    hf = tmp_path / "hf"
+    result = convert(write_traces(tmp_path / "t.jsonl", traces), "--rl", "trl", "--to-hf", hf)
+    assert result.returncode == 0, result.stderr
+    card = (hf / "README.md").read_text()
+    assert "- failed episodes kept, with their reward and error: `limit/max_iterations` (1)" in card
+    assert "- episodes failed by the server or tracegen skipped: `backend/unavailable` (1)" in card
+    assert "`error_kind`" in card
