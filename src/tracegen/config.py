@@ -130,6 +130,12 @@ class GenerationSettings(BaseModel):
         default=None, description="Ask a thinking model to think.", json_schema_extra=NO_CLI
     )
     top_logprobs: int = Field(default=0, ge=0, le=20, description="Alternatives per token (0-20).")
+    logprobs: Literal["raw", "processed"] = Field(
+        default="raw",
+        description="raw (the model's distribution) or processed (the sampler's, after "
+        "temperature and truncation, where the backend gives it: docs: Training, Which "
+        "logprobs).",
+    )
     continuation: ContinueChoice = Field(
         default="auto",
         description="inline-tools: auto (the server's best), prefill, raw or continue.",
@@ -176,6 +182,8 @@ class GenerationSettings(BaseModel):
             del data["constrain"]
         if data["chat_template"] is None:
             del data["chat_template"]
+        if data["logprobs"] == "raw":
+            del data["logprobs"]
         del data["tool_parser_chosen"]
         if data["tool_parser"] == "auto":
             data["tool_parser"] = None

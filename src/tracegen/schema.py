@@ -373,6 +373,22 @@ class TraceError(Record):
 
 
 LogprobsStatus = Literal["present", "absent", "not_requested"]
+LogprobsKind = Literal["raw", "processed", "unknown"]
+"""Which distribution a trace's logprobs are of: ``raw``, the model's own (log-softmax of its
+logits, before temperature and truncation); ``processed``, the one the sampler drew from
+(after `Sampling`); ``unknown``, not known (a server that does not say, traces written
+before tracegen recorded it)."""
+
+
+class Sampling(Record):
+    """The sampler's settings as tracegen sent them (None: left to the server), which turn
+    the model's raw distribution into the one sampled from."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+
 ContinueMethod = Literal["prefill", "raw", "continue"]
 """How a partial assistant message was continued (each backend documents what each means)."""
 
@@ -420,6 +436,9 @@ class Trace(Record):
     metrics: Metrics = Field(default_factory=Metrics)
     logprobs: list[TurnLogprobs] = Field(default_factory=list)
     logprobs_status: LogprobsStatus = "not_requested"
+    logprobs_kind: LogprobsKind = "unknown"
+    sampling: Sampling | None = None
+    """The sampler's settings (None in traces written before tracegen recorded them)."""
     continuation: ContinueMethod | None = None
     token_requests: list[TokenRequest] = Field(default_factory=list)
     grammars: dict[str, str] = Field(default_factory=dict)

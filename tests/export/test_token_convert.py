@@ -158,6 +158,7 @@ def test_trl_records_are_the_episode_as_the_model_saw_it(
                 assert_masks_tracegens_spans(trace, row["completion_ids"], mask, tokenizer)
             for key in ("reward", "score", "success", "problem_id", "sample", "mode", "model"):
                 assert row[key] == getattr(trace, key)
+            assert row["error_kind"] == (trace.error.kind if trace.error else None)
     assert f"{len(traces)} exact, 0 retokenized" in result.stderr
 
 

@@ -42,6 +42,7 @@ unconstrained) fails loudly.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
@@ -138,6 +139,11 @@ class _Handler(Handler):
             self.send_json(200, {"object": "list", "data": data})
         elif flavor == "vllm" and self.path == "/version":
             self.send_json(200, {"version": version})
+        elif flavor == "vllm" and self.path.startswith("/server_info") and fake.logprobs_mode:
+            # Served only with VLLM_SERVER_DEV_MODE=1; its config as TRL 1.16 reads it
+            # (``trl/generation/vllm_client.py``, ``get_server_info``).
+            model_config = {"model": name, "logprobs_mode": fake.logprobs_mode}
+            self.send_json(200, {"vllm_config": {"model_config": model_config}})
         elif flavor == "sglang" and self.path in ("/server_info", "/get_server_info"):
             self.send_json(200, {"model_path": name, "tp_size": 1, "version": version})
         elif flavor == "llamacpp" and self.path == "/props":
@@ -304,7 +310,8 @@ class _Handler(Handler):
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
         top = body.get("top_logprobs", LLAMACPP_ALTERNATIVES if flavor == "llamacpp" else 0)
         if body.get("logprobs") and reply.logprobs and (top or flavor != "llamacpp"):
-            choice["logprobs"] = {"content": self._logprobs(body, tokens, ids, int(top or 0))}
+            entries = self._logprobs(body, tokens, ids, int(top or 0))
+            choice["logprobs"] = {"content": post_sampling(body, entries)}
         elif flavor != "llamacpp":
             choice["logprobs"] = None
         usage: dict[str, Any] = {"prompt_tokens": len(tokenize(prompt))}
@@ -420,8 +427,33 @@ class _Handler(Handler):
                     alt["id"] = fake.vocab.id(alt["token"])
                 probs.append(entry)
             stop_tokens = min(len(probs), len(sampled_pieces(matched, reply.by_character)))
-            answer["completion_probabilities"] = probs[: len(probs) - stop_tokens]
+            answer["completion_probabilities"] = post_sampling(
+                body, probs[: len(probs) - stop_tokens]
+            )
         return answer
+
+
+def post_sampling(body: dict[str, Any], entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``entries`` as llama.cpp writes them with ``post_sampling_probs`` (``tools/server/
+    server-task.cpp`` ``probs_vector_to_json``): ``prob`` and ``top_probs`` in place of
+    ``logprob`` and ``top_logprobs``. The stand-in's sampler keeps the distribution as it is
+    but for a temperature of 0.5: each probability is squared and renormalised over the
+    alternatives listed."""
+    if not body.get("post_sampling_probs"):
+        return entries
+    out = []
+    for entry in entries:
+        alts = entry.get("top_logprobs", [])
+        weights = [math.exp(2 * a["logprob"]) for a in alts] or [1.0]
+        total = sum(weights)
+        row = {k: v for k, v in entry.items() if k not in ("logprob", "top_logprobs")}
+        row["prob"] = math.exp(2 * entry["logprob"]) / total
+        row["top_probs"] = [
+            {**{k: v for k, v in a.items() if k != "logprob"}, "prob": w / total}
+            for a, w in zip(alts, weights, strict=True)
+        ]
+        out.append(row)
+    return out
 
 
 def _message(
@@ -473,6 +505,7 @@ class FakeOpenAI(FakeModel):
         token_ids_as_text: bool = False,
         api_key: str | None = None,
         version: str | None = None,
+        logprobs_mode: str | None = None,
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"unknown flavor {flavor!r}; known: {', '.join(FLAVORS)}")
@@ -481,6 +514,8 @@ class FakeOpenAI(FakeModel):
         self.version = VERSIONS[flavor] if version is None else version
         self.token_ids_as_text = token_ids_as_text
         self.api_key = api_key
+        self.logprobs_mode = logprobs_mode
+        """vLLM's ``--logprobs-mode``, shown at ``/server_info`` (None: not served there)."""
 
     def start(self) -> FakeOpenAI:
         super().start()

@@ -326,8 +326,8 @@ def _run(backend: list[str], tmp: Path, mode: str) -> list[Trace]:
 def llamacpp(tmp: Path) -> TraceSource:
     """Two tool-feedback episodes of three turns and two inline-tools episodes that
     SmolLM2-135M-Instruct wrote through llama.cpp's server, with the ids it returned.
-    An episode that used all its turns is recorded with an ``error`` (convert skips
-    those); it is cleared here, as its conversation is what the tests export."""
+    An episode that used all its turns is recorded with an ``error`` and exported as it is,
+    with its reward, as convert exports failed episodes."""
     pytest.importorskip("xllamacpp", reason="llama.cpp's server comes with `pip install xllamacpp`")
     gguf = smollm2_gguf()
     if gguf is None:
@@ -371,10 +371,10 @@ def local(tmp: Path) -> TraceSource:
 
 
 def _exported(traces: list[Trace], tokenizer: Path) -> TraceSource:
-    """Traces that all carry exact ids, with any limit ``error`` cleared (convert skips those;
-    the conversation is what the tests export)."""
+    """Traces that all carry exact ids, failed episodes (a limit ``error``) kept as they
+    are: convert exports those too."""
     assert traces and all(t.token_requests for t in traces)
-    return TraceSource([t.model_copy(update={"error": None}) for t in traces], tokenizer)
+    return TraceSource(traces, tokenizer)
 
 
 SOURCES: dict[str, Callable[[Path], TraceSource]] = {

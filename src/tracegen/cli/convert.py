@@ -84,6 +84,22 @@ def convert(
             "--max-length", help="Cut --tokenized records to N tokens.", rich_help_panel=TOKENS
         ),
     ] = None,
+    min_group_size: Annotated[
+        int | None,
+        typer.Option(
+            "--min-group-size",
+            help="--rl atropos: drop groups of fewer than N samples.",
+            rich_help_panel=TOKENS,
+        ),
+    ] = None,
+    drop_equal_scores: Annotated[
+        bool,
+        typer.Option(
+            "--drop-equal-scores",
+            help="--rl atropos: drop groups whose scores are all equal.",
+            rich_help_panel=TOKENS,
+        ),
+    ] = False,
 ) -> None:
     """Turn traces into chat, ShareGPT, single-message, RL or tokenized training data,
     JSONL/HF/Parquet."""
@@ -104,4 +120,6 @@ def convert(
         tokenizer=tokenizer,
         require_exact=require_exact,
         max_length=max_length,
+        min_group_size=min_group_size,
+        drop_equal_scores=drop_equal_scores,
     )

@@ -9,7 +9,7 @@ from typing import Protocol
 from tracegen.episode.session import Session
 from tracegen.grading.answers import extract_final_answer, grade_answer
 from tracegen.grading.reward import rescore
-from tracegen.schema import ExecResult, Trace, TraceError
+from tracegen.schema import ExecResult, Sampling, Trace, TraceError
 
 
 class Scoring(Protocol):
@@ -51,6 +51,12 @@ async def assemble(session: Session, scoring: Scoring, error: TraceError | None)
         metrics=m,
         logprobs=transcript.logprobs(),
         logprobs_status=transcript.logprobs_status(),
+        logprobs_kind=transcript.logprobs_kind(),
+        sampling=Sampling(
+            temperature=session.settings.temperature,
+            top_p=session.settings.top_p,
+            top_k=session.settings.top_k,
+        ),
         continuation=session.turns.continuation,
         token_requests=transcript.token_requests,
         grammars=session.turns.grammars,

@@ -14,6 +14,7 @@ from tracegen.llm.base import Completion
 from tracegen.parsing.segment import segment, strip_system_tags
 from tracegen.schema import (
     ChatMessage,
+    LogprobsKind,
     LogprobsStatus,
     Metrics,
     Role,
@@ -38,6 +39,7 @@ class Transcript:
         self.metrics = metrics
         self._logprobs: dict[int, list[TokenLogprob]] = {}
         self._logprobs_missing: set[int] = set()
+        self._logprobs_kinds: set[LogprobsKind] = set()
         self.token_requests: list[TokenRequest] = []
 
     def strip(self, text: str) -> str:
@@ -131,6 +133,7 @@ class Transcript:
         if completion.logprobs is None:
             self._logprobs_missing.add(index)
             return
+        self._logprobs_kinds.add(completion.logprobs_kind)
         tokens = completion.logprobs
         if len(kept) < len(completion.content):
             tokens = _prefix(tokens, len(completion.thinking) + len(kept))
@@ -142,6 +145,10 @@ class Transcript:
             for i, t in sorted(self._logprobs.items())
             if i not in self._logprobs_missing
         ]
+
+    def logprobs_kind(self) -> LogprobsKind:
+        """The kind of every turn's logprobs when they agree, else ``unknown``."""
+        return next(iter(self._logprobs_kinds)) if len(self._logprobs_kinds) == 1 else "unknown"
 
     def logprobs_status(self) -> LogprobsStatus:
         if self._logprobs_missing:

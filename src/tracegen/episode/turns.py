@@ -74,6 +74,7 @@ class Turns:
             think=self.think,
             options=options,
             top_logprobs=s.top_logprobs,
+            processed_logprobs=s.logprobs == "processed",
         )
 
     async def generate(

@@ -54,6 +54,9 @@ class ConvertCounts(Protocol):
     failed: int
     filtered: int
     incomplete: int
+    kept_failures: Counter[str]
+    no_model_token: int
+    outside_model: Counter[str]
     skipped: Counter[str]
 
 
@@ -198,6 +201,15 @@ def metadata(rows: DatasetRows, source: Provenance, fmt: str) -> dict[str, Any]:
 
 def _filters(options: ConvertOptions, counts: ConvertCounts) -> list[str]:
     lines = [f"- failed episodes (records with an `error`) skipped: {counts.failed:,}"]
+    if counts.kept_failures:
+        kept = _listing(counts.kept_failures)
+        lines[0] = f"- failed episodes kept, with their reward and error: {kept}"
+    if counts.no_model_token:
+        lines.append(f"- failed without a model token, skipped: {counts.no_model_token:,}")
+    if counts.outside_model:
+        lines.append(
+            "- episodes failed by the server or tracegen skipped: " + _listing(counts.outside_model)
+        )
     if options.only_success or options.only_ideal:
         flag = "--only-ideal" if options.only_ideal else "--only-success"
         lines.append(f"- `{flag}`: {counts.filtered:,} traces left out")

@@ -34,6 +34,8 @@ class ConvertOptions:
     tokenizer: Path | None = None
     require_exact: bool = False
     max_length: int | None = None
+    min_group_size: int | None = None
+    drop_equal_scores: bool = False
 
 
 class Skipped(Exception):
@@ -55,10 +57,19 @@ class ConvertCounts:
     failed: int = 0
     filtered: int = 0
     incomplete: int = 0
+    kept_failures: Counter[str] = field(default_factory=Counter)
+    """Failed episodes converted (formats that keep them), by ``kind/reason``."""
+    no_model_token: int = 0
+    """Failed episodes skipped because the model wrote nothing (the server failed)."""
+    outside_model: Counter[str] = field(default_factory=Counter)
+    """Failed episodes skipped because they failed for a reason not the model's (a server
+    or tracegen fault: `NOT_THE_MODELS`), by ``kind/reason``."""
     skipped: Counter[str] = field(default_factory=Counter)
     first_skip: str = ""
     detail: str = ""
     outputs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Lines the conversion warns with, after its summary (one per kind of problem)."""
 
     def skip(self, trace: Trace, why: Skipped) -> None:
         self.skipped[why.reason] += 1
@@ -69,6 +80,13 @@ class ConvertCounts:
         skipped = []
         if self.failed:
             skipped.append(f"{self.failed} failed episodes")
+        if self.no_model_token:
+            skipped.append(f"{self.no_model_token} failed episodes without a model token")
+        if self.outside_model:
+            skipped.append(
+                f"{self.outside_model.total()} episodes failed by the server or tracegen "
+                f"({_by_reason(self.outside_model)})"
+            )
         if self.filtered:
             flag = "--only-ideal" if options.only_ideal else "--only-success"
             skipped.append(f"{self.filtered} filtered by {flag}")
@@ -76,6 +94,9 @@ class ConvertCounts:
             skipped.append(f"{self.incomplete} without an assistant turn")
         skipped += [f"{n} {reason}" for reason, n in self.skipped.items()]
         text = f"converted {self.converted} traces ({options.fmt}) → {', '.join(self.outputs)}"
+        if self.kept_failures:
+            failed = self.kept_failures.total()
+            text += f", {failed} of them failed episodes ({_by_reason(self.kept_failures)})"
         if self.detail:
             text += f": {self.detail}"
         if skipped:
@@ -84,8 +105,23 @@ class ConvertCounts:
         return text
 
 
+def _by_reason(counts: Counter[str]) -> str:
+    return ", ".join(f"{reason} {n}" for reason, n in counts.most_common())
+
+
+NOT_THE_MODELS = frozenset({"backend", "sandbox", "internal"})
+"""Kinds of `TraceError` that say nothing of the model (a server that failed, a sandbox or
+tracegen fault): their reward is no signal, so no format keeps them."""
+
+
 class Builder(Protocol):
     """Records of one format for the traces of one conversion."""
+
+    @property
+    def keeps_failures(self) -> bool:
+        """Whether failed episodes the model wrote are converted (RL and token formats:
+        a policy learns from its failures too), unless ``--only-success``."""
+        ...
 
     @property
     def reads_logprobs(self) -> bool:
@@ -145,6 +181,8 @@ TRACE_COLUMNS = {
     "success": "bool",
     "is_ideal": "bool",
     "reward": "float64",
+    "error_kind": "string",
+    "error_reason": "string",
 }
 """The trace fields records may keep, and their Arrow types."""
 

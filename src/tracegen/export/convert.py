@@ -22,6 +22,7 @@ from rich.console import Console
 from tracegen.errors import ConfigError, InputFileError, OutputError
 from tracegen.export.card import write_card
 from tracegen.export.conversion import (
+    NOT_THE_MODELS,
     Builder,
     ConvertCounts,
     ConvertOptions,
@@ -66,9 +67,15 @@ def iter_converted(
 ) -> Iterator[Row]:
     """The records ``builder`` makes of the traces in ``path`` that pass the filters, one at
     a time (before `Builder.gather`)."""
+    keeps_failures = builder.keeps_failures and not options.only_success
     for lineno, trace in iter_traces(path, keep_logprobs=builder.reads_logprobs):
-        if trace.error is not None:
+        error = trace.error
+        if error is not None and not keeps_failures:
             counts.failed += 1
+        elif error is not None and error.kind in NOT_THE_MODELS:
+            counts.outside_model[f"{error.kind}/{error.reason}"] += 1
+        elif error is not None and not is_convertible(trace):
+            counts.no_model_token += 1
         elif (options.only_success and not trace.success) or (
             options.only_ideal and not trace.is_ideal
         ):
@@ -84,6 +91,8 @@ def iter_converted(
             except ConfigError as e:
                 raise ConfigError(f"{path}:{lineno}: {e}") from None
             counts.converted += 1
+            if error is not None:
+                counts.kept_failures[f"{error.kind}/{error.reason}"] += 1
             yield from rows
 
 
@@ -174,15 +183,20 @@ def convert_command(
     tokenizer: Path | None = None,
     require_exact: bool = False,
     max_length: int | None = None,
+    min_group_size: int | None = None,
+    drop_equal_scores: bool = False,
 ) -> ConvertCounts:
     """Convert ``input`` to every requested output in the one format ``formats`` names by
     flag (``--chat-format``, ``--rl trl``…); print a one-line summary on stderr."""
     fmt = choose_format(formats)
     given = {"--reasoning-field": reasoning_field, "--keep-logprobs": keep_logprobs}
     given |= {"--tokenizer": tokenizer is not None, "--require-exact": require_exact}
-    check_options(fmt, given | {"--max-length": max_length is not None})
-    if max_length is not None and max_length < 1:
-        raise ConfigError(f"--max-length {max_length}: must be at least 1")
+    given |= {"--max-length": max_length is not None}
+    given |= {"--min-group-size": min_group_size is not None}
+    check_options(fmt, given | {"--drop-equal-scores": drop_equal_scores})
+    for flag, value in (("--max-length", max_length), ("--min-group-size", min_group_size)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} {value}: must be at least 1")
     if not input.is_file():
         raise InputFileError(f"{input}: no such file")
     if next(iter_lines(input), None) is None:
@@ -196,6 +210,8 @@ def convert_command(
         tokenizer,
         require_exact,
         max_length,
+        min_group_size,
+        drop_equal_scores,
     )
     if output is None and to_hf is None and parquet is None:
         output = default_output(input, fmt.name)
@@ -212,4 +228,6 @@ def convert_command(
     if "hf" in targets:
         write_card(targets["hf"], input, options, counts, fields=fmt.fields)
     console.print(counts.summary(options), markup=False, soft_wrap=True)
+    for warning in counts.warnings:
+        console.print(f"tracegen: warning: {warning}", markup=False, soft_wrap=True)
     return counts

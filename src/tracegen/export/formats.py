@@ -261,6 +261,7 @@ class TextBuilder:
     fmt: TextFormat
     options: ConvertOptions
     batch_rows: int = BATCH_ROWS
+    keeps_failures = False
 
     @property
     def reads_logprobs(self) -> bool:

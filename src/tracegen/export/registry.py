@@ -65,6 +65,11 @@ TOKEN_FIELDS = (
     "extend each other is one row per model request, numbered by `turn`."
 )
 
+FAILED_FIELDS = (
+    " Failed episodes the model wrote are rows too, with their `reward` and `error_kind`/"
+    "`error_reason` (null for the others), unless `--only-success`."
+)
+
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
@@ -97,18 +102,20 @@ FORMATS: dict[str, Format] = {
             "Each row is an episode as a TRL `GRPOTrainer` `rollout_func` returns it: "
             "`prompt_ids`, `completion_ids` (the model's tokens and, between them, what "
             "tracegen fed back), `logprobs` (`0.0` on tracegen's tokens), `env_mask` (0 on "
-            "tracegen's tokens), with `reward`, `score`, `success`, `id`, `problem_id`, "
-            "`sample`, `mode` and `model`." + TOKEN_FIELDS,
+            "tracegen's tokens), `logprobs_kind` (`processed`, `raw at T=…` or `unknown`), "
+            "with `reward`, `score`, `success`, `error_kind`, `error_reason`, `id`, "
+            "`problem_id`, `sample`, `mode` and `model`." + TOKEN_FIELDS + FAILED_FIELDS,
         ),
         Format(
             "rl-atropos",
             "--rl atropos",
             "tracegen.export.token_formats:ATROPOS",
-            TOKEN_OPTIONS,
+            TOKEN_OPTIONS | {"--min-group-size", "--drop-equal-scores"},
             "Each row is the group of one problem's samples in the shape of Atropos' "
             "`ScoredDataGroup`: `tokens`, `masks` (`-100` on the prompt and on tracegen's "
             "tokens), `inference_logprobs` (`1.0` where masked), `scores`, `messages`, with "
-            "`ids`, `turns` and `token_sources` per sample." + TOKEN_FIELDS,
+            "`ids`, `turns`, `token_sources`, `successes`, `errors` and `logprobs_kinds` per "
+            "sample." + TOKEN_FIELDS + FAILED_FIELDS,
         ),
         Format(
             "tokenized",
@@ -118,7 +125,8 @@ FORMATS: dict[str, Format] = {
             "Each row is pre-tokenized for TRL's `SFTTrainer`: `input_ids`, `attention_mask` "
             "and `assistant_masks` (1 only on the model's tokens, not on the prompt nor on "
             "what tracegen wrote), `truncated` when cut to `--max-length`, with `reward`, "
-            "`score`, `success`, `id`, `problem_id`, `sample`, `mode` and `model`." + TOKEN_FIELDS,
+            "`score`, `success`, `error_kind`, `error_reason`, `id`, `problem_id`, `sample`, "
+            "`mode` and `model`." + TOKEN_FIELDS + FAILED_FIELDS,
         ),
     )
 }

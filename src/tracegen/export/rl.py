@@ -41,10 +41,43 @@ if TYPE_CHECKING:
 MASKED = -100
 MASKED_LOGPROB = 1.0
 TRACE_FIELDS = ("id", "problem_id", "sample", "mode", "model", "reward", "score", "success")
+EPISODE_FIELDS = (*TRACE_FIELDS, "error_kind", "error_reason")
+"""What every token record says of its episode: the trace's fields, and why it failed
+(``error_kind``, ``error_reason``: null for an episode that ended without an error)."""
+
+
+def episode_fields(trace: Trace) -> Row:
+    """The `EPISODE_FIELDS` of ``trace``."""
+    row: Row = {name: getattr(trace, name) for name in TRACE_FIELDS}
+    error = trace.error
+    row["error_kind"] = error.kind if error is not None else None
+    row["error_reason"] = error.reason if error is not None else None
+    return row
+
+
+def logprobs_kind(trace: Trace) -> str:
+    """What a trace's logprobs are, as a trainer needs to know: ``processed`` (the
+    sampler's), ``raw at T=…`` (the model's, sampled at that temperature; ``raw at T=?`` when
+    not recorded) or ``unknown``. The token formats may convert raw ones (``tempered from
+    raw at T=…``: `tracegen.export.tempered`)."""
+    if trace.logprobs_kind != "raw":
+        return trace.logprobs_kind
+    temperature = trace.sampling.temperature if trace.sampling else None
+    return f"raw at T={'?' if temperature is None else f'{temperature:g}'}"
+
+
+def sampled_logprobs(kind: str) -> bool:
+    """Whether logprobs of ``kind`` (`logprobs_kind`) are what TRL's importance-sampling
+    correction compares with: log-softmax(logits / T) of the token sampled (``trl`` 1.16.0,
+    ``grpo_trainer.py``, which divides the logits by ``temperature`` and asks vLLM for
+    ``processed_logprobs``). Raw logprobs are exactly that at T=1 only; at T < 1 they are
+    converted where their alternatives allow (`tracegen.export.tempered`)."""
+    return kind in ("processed", "raw at T=1") or kind.startswith("tempered from")
 
 
 def trl_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) -> Row:
-    row: Row = {name: getattr(trace, name) for name in TRACE_FIELDS}
+    row = episode_fields(trace)
+    row["logprobs_kind"] = logprobs_kind(trace)
     row |= {
         "turn": sequence.turn,
         "token_source": episode.source,
@@ -76,7 +109,8 @@ def trl_features() -> Features:
 
     return Features(
         {
-            **trace_columns(TRACE_FIELDS),
+            **trace_columns(EPISODE_FIELDS),
+            "logprobs_kind": Value("string"),
             "turn": Value("int64"),
             "token_source": Value("string"),
             "prompt_ids": List(Value("int32")),
@@ -109,6 +143,9 @@ def atropos_sample(trace: Trace, episode: TokenEpisode, sequence: TokenSequence)
         "masks": masks,
         "inference_logprobs": logprobs,
         "score": trace.reward,
+        "success": trace.success,
+        "logprobs_kind": logprobs_kind(trace),
+        "error": None if trace.error is None else f"{trace.error.kind}/{trace.error.reason}",
         "messages": [
             {"role": m.role, "content": m.content, "reward": None} for m in trace.messages
         ],
@@ -136,6 +173,9 @@ def _group(problem_id: str, samples: list[Row]) -> Row:
         "masks": [s["masks"] for s in samples],
         "inference_logprobs": [s["inference_logprobs"] for s in samples],
         "scores": [s["score"] for s in samples],
+        "successes": [s["success"] for s in samples],
+        "errors": [s["error"] for s in samples],
+        "logprobs_kinds": [s["logprobs_kind"] for s in samples],
         "messages": [s["messages"] for s in samples],
         "ids": [s["id"] for s in samples],
         "turns": [s["turn"] for s in samples],
@@ -174,6 +214,9 @@ def atropos_features() -> Features:
             "masks": List(List(Value("int32"))),
             "inference_logprobs": List(List(Value("float64"))),
             "scores": List(Value("float64")),
+            "successes": List(Value("bool")),
+            "errors": List(string),
+            "logprobs_kinds": List(string),
             "messages": List(List(message)),
             "ids": List(string),
             "turns": List(Value("int64")),

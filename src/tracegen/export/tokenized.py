@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracegen.export.conversion import ConvertOptions, Row, Skipped, trace_columns
-from tracegen.export.rl import TRACE_FIELDS
+from tracegen.export.rl import EPISODE_FIELDS, episode_fields
 from tracegen.export.tokens import Decoder, TokenEpisode, TokenSequence, check_text
 from tracegen.schema import Trace
 
@@ -28,7 +28,7 @@ TRUNCATED_AWAY = "records without a model token within --max-length"
 
 def tokenized_row(trace: Trace, episode: TokenEpisode, sequence: TokenSequence) -> Row:
     ids = sequence.prompt_ids + sequence.completion_ids
-    row: Row = {name: getattr(trace, name) for name in TRACE_FIELDS}
+    row = episode_fields(trace)
     row |= {
         "turn": sequence.turn,
         "token_source": episode.source,
@@ -70,7 +70,7 @@ def tokenized_features() -> Features:
 
     return Features(
         {
-            **trace_columns(TRACE_FIELDS),
+            **trace_columns(EPISODE_FIELDS),
             "turn": Value("int64"),
             "token_source": Value("string"),
             "truncated": Value("bool"),

@@ -10,6 +10,7 @@ for a class.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -24,6 +25,7 @@ from tracegen.llm.grammar import Grammar
 from tracegen.schema import (
     ChatMessage,
     ContinueMethod,
+    LogprobsKind,
     TokenLogprob,
     Tokens,
     ToolCall,
@@ -65,6 +67,10 @@ class Capabilities:
     thinking: bool = False
     grammar: bool = False
     """Whether decoding can be constrained to a `Grammar` (``SamplingOptions.grammar``)."""
+    logprobs_kind: LogprobsKind = "unknown"
+    """Which logprobs the backend returns unasked: ``raw`` or ``unknown`` (it does not say)."""
+    processed_logprobs: bool = False
+    """Whether it returns the sampler's logprobs when asked (``processed_logprobs``)."""
 
 
 class SamplingOptions(BaseModel):
@@ -95,6 +101,9 @@ class ChatRequest(BaseModel):
     options: SamplingOptions = Field(default_factory=SamplingOptions)
     logprobs: bool = True
     top_logprobs: int = Field(default=0, ge=0, le=20)
+    processed_logprobs: bool = False
+    """Ask for the logprobs of the distribution sampled from (after temperature and
+    truncation) where the backend can give them (`Capabilities.processed_logprobs`)."""
 
 
 class Completion(BaseModel):
@@ -116,6 +125,8 @@ class Completion(BaseModel):
     host: str = ""
     model: str = ""
     continuation: ContinueMethod | None = None
+    logprobs_kind: LogprobsKind = "unknown"
+    """Which distribution ``logprobs`` are of, as far as the backend knows."""
     prompt_ids: list[int] | None = None
     """The token ids of the whole prompt the model was given, where the backend knows them."""
     completion_ids: list[int] | None = None
@@ -146,6 +157,8 @@ class ServerInfo:
     kind: str
     name: str
     version: str
+    logprobs_kind: LogprobsKind | None = None
+    """Which logprobs it says it returns, where it says (vLLM's ``--logprobs-mode``)."""
 
 
 def pick_continuation(
@@ -196,8 +209,41 @@ class HostBackend(Backend, Protocol):
 def token_logprobs(entries: Any, host: str) -> list[TokenLogprob]:
     """The per-token logprob entries (``{token, logprob, bytes, top_logprobs, id}``) ``host``
     sent, as tokens converted in one call (`token_records`); fields a server adds beyond
-    these are ignored, a malformed entry is a `ProtocolError`."""
+    these are ignored, a malformed entry is a `ProtocolError`. Probabilities (llama.cpp's
+    answer to ``post_sampling_probs``: ``prob`` and ``top_probs``) are read as logprobs."""
+    first = entries[0] if entries and isinstance(entries, list) else None
+    if isinstance(first, dict) and "prob" in first and "logprob" not in first:
+        entries = [_as_logprobs(e) for e in entries]
     try:
         return token_records(entries or [])
     except ValueError as e:
         raise ProtocolError(f"{host} sent a malformed logprobs entry: {e}") from None
+
+
+LOWEST_LOGPROB = -3.4028234663852886e38
+"""The logprob of a probability 0: the lowest float32, as llama.cpp writes it
+(``tools/server/server-task.cpp``, ``completion_token_output::logarithm``)."""
+
+
+def _as_logprobs(entry: Any) -> Any:
+    """A llama.cpp post-sampling entry (``prob``, ``top_probs``: ``tools/server/
+    server-task.cpp`` ``probs_vector_to_json``) with logprobs in their place."""
+    if not isinstance(entry, dict) or "prob" not in entry:
+        return entry
+    out = {k: v for k, v in entry.items() if k not in ("prob", "top_probs")}
+    out["logprob"] = _log(entry["prob"])
+    out["top_logprobs"] = [_as_logprobs(t) for t in entry.get("top_probs") or ()]
+    return out
+
+
+def _log(prob: Any) -> Any:
+    if isinstance(prob, int | float) and not isinstance(prob, bool):
+        return math.log(prob) if prob > 0 else LOWEST_LOGPROB
+    return prob  # not a number: `token_records` says so
+
+
+def logprobs_kind(capabilities: Capabilities, request: ChatRequest) -> LogprobsKind:
+    """Which logprobs a backend with ``capabilities`` returns for ``request``."""
+    if request.processed_logprobs and capabilities.processed_logprobs:
+        return "processed"
+    return capabilities.logprobs_kind

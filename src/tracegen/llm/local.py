@@ -45,6 +45,7 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    logprobs_kind,
     pick_continuation,
     token_logprobs,
 )
@@ -115,6 +116,8 @@ class LocalBackend:
         tools=False,
         thinking=False,
         grammar=True,
+        logprobs_kind="raw",
+        processed_logprobs=True,
     )
 
     def __init__(
@@ -301,6 +304,8 @@ class LocalBackend:
                     body[key] = value
             if o.grammar is not None:
                 body["grammar"] = o.grammar.gbnf
+            if request.processed_logprobs:
+                body["post_sampling_probs"] = True
             if self._server is None:
                 raise ServerError("the local model is not loaded")
             try:
@@ -309,7 +314,9 @@ class LocalBackend:
                 raise BadRequest(f"llama.cpp refused the request: {e}") from None
         else:
             stream.finish = "length"  # the conversation fills the context: nothing more fits
-        return stream.completion(self.model, prompt_ids, request.logprobs)
+        completion = stream.completion(self.model, prompt_ids, request.logprobs)
+        completion.logprobs_kind = logprobs_kind(self.capabilities, request)
+        return completion
 
     def _prompt_ids(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None

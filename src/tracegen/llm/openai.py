@@ -35,6 +35,7 @@ are validated in one call (`tracegen.llm.base.token_logprobs`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -59,6 +60,7 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    logprobs_kind,
     no_grammar,
     pick_continuation,
     token_logprobs,
@@ -67,7 +69,7 @@ from tracegen.llm.grammar import Grammar
 from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.llm.openai_servers import FLAVORS, GENERIC, Flavor
 from tracegen.llm.sequences import shared
-from tracegen.schema import ChatMessage, TokenLogprob, ToolCall, ToolFunction
+from tracegen.schema import ChatMessage, LogprobsKind, TokenLogprob, ToolCall, ToolFunction
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -78,6 +80,12 @@ _FINISH: dict[str, FinishReason] = {
 }
 _NATIVE_FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
 _PLACEHOLDER = "token_id:"
+VLLM_LOGPROBS_MODES: dict[str, LogprobsKind] = {
+    "raw_logprobs": "raw",
+    "processed_logprobs": "processed",
+}
+"""vLLM's ``--logprobs-mode`` values that are logprobs (``raw_logits`` and
+``processed_logits`` are not: ``unknown``)."""
 MS = 1e-3
 
 
@@ -133,8 +141,11 @@ class OpenAIBackend(HttpBackend):
     async def chat(self, request: ChatRequest) -> Completion:
         flavor = await self._flavor_known()
         if flavor.token_ids == "llamacpp" and not request.tools and request.think is not True:
-            return await self._native(request, check_open=False)
-        return await self._chat(self._chat_body(flavor, request), request)
+            completion = await self._native(request, check_open=False)
+        else:
+            completion = await self._chat(self._chat_body(flavor, request), request)
+        completion.logprobs_kind = self._logprobs_kind(flavor, request)
+        return completion
 
     async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
@@ -149,6 +160,7 @@ class OpenAIBackend(HttpBackend):
                 body.update(continue_final_message=True, add_generation_prompt=False)
             completion = await self._chat(body, request)
         completion.continuation = chosen
+        completion.logprobs_kind = self._logprobs_kind(flavor, request)
         return completion
 
     async def server_info(self) -> ServerInfo:
@@ -163,7 +175,10 @@ class OpenAIBackend(HttpBackend):
                     continue
                 version = flavor.recognise(data)
                 if version is not None:
-                    return self._found(flavor, version)
+                    found = self._found(flavor, version)
+                    kind = await self._logprobs_mode(flavor)
+                    self.server = dataclasses.replace(found, logprobs_kind=kind)
+                    return self.server
         await self.request_json("GET", f"{self._api}/models", None, None)
         return self._found(GENERIC, "")
 
@@ -192,6 +207,28 @@ class OpenAIBackend(HttpBackend):
                 await self.server_info()
         return self._flavor or GENERIC
 
+    async def _logprobs_mode(self, flavor: Flavor) -> LogprobsKind | None:
+        """Which logprobs the server says it returns: vLLM's ``--logprobs-mode`` where it
+        shows it (``GET /server_info?config_format=json``, served with
+        ``VLLM_SERVER_DEV_MODE=1``: ``vllm_config.model_config.logprobs_mode``, as TRL 1.16
+        reads it in ``trl/generation/vllm_client.py``); None for other servers."""
+        if flavor.kind != "vllm":
+            return None
+        try:
+            data = await self.request_json("GET", "/server_info?config_format=json", None, None)
+        except (BackendUnavailable, BackendTimeout, AuthError):
+            raise
+        except BackendError:
+            return "unknown"
+        config = data.get("vllm_config")
+        model = config.get("model_config") if isinstance(config, dict) else None
+        mode = model.get("logprobs_mode") if isinstance(model, dict) else None
+        return VLLM_LOGPROBS_MODES.get(str(mode), "unknown")
+
+    def _logprobs_kind(self, flavor: Flavor, request: ChatRequest) -> LogprobsKind:
+        reported = self.server.logprobs_kind if self.server else None
+        return reported or logprobs_kind(flavor.capabilities, request)
+
     # ------------------------------------------------------------ chat completions
 
     def _chat_body(self, flavor: Flavor, request: ChatRequest) -> Json:
@@ -213,6 +250,8 @@ class OpenAIBackend(HttpBackend):
             top = max(request.top_logprobs, flavor.least_top_logprobs)
             if top:
                 body["top_logprobs"] = top
+            if request.processed_logprobs and flavor.capabilities.processed_logprobs:
+                body["post_sampling_probs"] = True
         if request.tools:
             body["tools"] = request.tools
         if isinstance(request.think, str):
@@ -279,6 +318,8 @@ class OpenAIBackend(HttpBackend):
             body["stop"] = list(o.stop)
         if request.logprobs:
             body["n_probs"] = max(1, request.top_logprobs)
+            if request.processed_logprobs:
+                body["post_sampling_probs"] = True
         if o.grammar is not None:
             body.update(self._grammar_fields(await self._flavor_known(), o.grammar))
         url = "/completion"

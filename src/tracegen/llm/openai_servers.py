@@ -111,7 +111,12 @@ LLAMACPP = Flavor(
     "llamacpp",
     "llama.cpp",
     Capabilities(
-        token_ids=True, continuation=("raw", "continue", "prefill"), thinking=True, grammar=True
+        token_ids=True,
+        continuation=("raw", "continue", "prefill"),
+        thinking=True,
+        grammar=True,
+        logprobs_kind="raw",
+        processed_logprobs=True,
     ),
     probes=("/props",),
     recognise=_llamacpp,

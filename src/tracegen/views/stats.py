@@ -38,6 +38,7 @@ import msgspec
 
 from tracegen.errors import ConfigError, InputFileError, JsonlError
 from tracegen.jsonl import iter_struct_blocks, line_spans
+from tracegen.views.pass_at_k import pass_at_k
 
 BY_KEYS = {"mode": "mode", "model": "model", "problem": "problem_id"}
 METRICS = (
@@ -112,6 +113,10 @@ class TraceFacts(msgspec.Struct, gc=False):
     usage: UsageFacts | None = None
     token_requests: list[msgspec.Raw] | None = None
 
+
+Cell = tuple[str, str, str]
+"""(mode, model, problem id): the samples pass@k is estimated from."""
+_CELL_PLACE = {"mode": 0, "model": 1, "problem": 2}
 
 TRACE_NAME = "tracegen.trace/1 record"
 DECODER = msgspec.json.Decoder(TraceFacts)
@@ -202,12 +207,20 @@ class Stats:
     requests_with_token_ids: int = 0
     problems: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
     groups: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
+    samples: dict[Cell, list[int]] = field(default_factory=dict)
+    """[samples, successes] per (mode, model, problem): what pass@k is estimated from."""
 
     def add(self, facts: TraceFacts) -> None:
         metrics = facts.metrics or _NO_METRICS
         values = (facts.score, *_METRIC_VALUES(metrics))
         self.total.add(facts, values)
         self.problems[facts.problem_id].add(facts, values)
+        cell = self.samples.get((facts.mode, facts.model, facts.problem_id))
+        if cell is None:
+            self.samples[(facts.mode, facts.model, facts.problem_id)] = [1, int(facts.success)]
+        else:
+            cell[0] += 1
+            cell[1] += facts.success
         if self.by is not None:
             self.groups[getattr(facts, BY_KEYS[self.by])].add(facts, values)
         if facts.error is not None:
@@ -236,6 +249,10 @@ class Stats:
             for key, group in theirs.items():
                 mine[key].merge(group)
         self.failures.update(other.failures)
+        for cell, (n, c) in other.samples.items():
+            tally = self.samples.setdefault(cell, [0, 0])
+            tally[0] += n
+            tally[1] += c
         for name, counts in other.distributions.items():
             self.distributions[name].update(counts)
         self.counted.update(other.counted)
@@ -279,11 +296,35 @@ class Stats:
                 "token_id_coverage": _ratio(self.requests_with_token_ids, self.model_requests),
             },
             "problems": {pid: _problem_row(g) for pid, g in problems},
+            "pass_at_k": pass_at_k((n, c) for n, c in self.samples.values()),
+            "pass_at_k_by_mode_model": self._pass_at_k_by_run(),
         }
         if self.by is not None:
             groups = sorted(self.groups.items())
             out["by"] = {"key": self.by, "groups": {k: g.summary() for k, g in groups}}
+            place = _CELL_PLACE[self.by]
+            by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            for key, (n, c) in self.samples.items():
+                by_key[key[place]].append((n, c))
+            for name, summary in out["by"]["groups"].items():
+                summary["pass_at_k"] = pass_at_k(by_key[name])
         return out
+
+    def _pass_at_k_by_run(self) -> list[dict[str, Any]]:
+        """pass@k per (mode, model), with its problems and the fewest samples of one."""
+        runs: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+        for (mode, model, _), (n, c) in self.samples.items():
+            runs[(mode, model)].append((n, c))
+        return [
+            {
+                "mode": mode,
+                "model": model,
+                "problems": len(cells),
+                "samples_per_problem": min(n for n, _ in cells),
+                "pass_at_k": pass_at_k(cells),
+            }
+            for (mode, model), cells in sorted(runs.items())
+        ]
 
 
 def _problem_row(group: Group) -> dict[str, Any]:

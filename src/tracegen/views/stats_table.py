@@ -138,10 +138,30 @@ def _problems(data: dict[str, Any]) -> Table:
     return table
 
 
+def _pass_at_k(data: dict[str, Any]) -> Table:
+    runs = data["pass_at_k_by_mode_model"]
+    ks = sorted({k for run in runs for k in run["pass_at_k"]} | set(data["pass_at_k"]), key=int)
+    table = Table(title="pass@k (unbiased estimator, mean over problems)", title_justify="left")
+    for name in ("mode", "model"):
+        table.add_column(name, style="bold", no_wrap=True)
+    table.add_column("problems", justify="right")
+    table.add_column("samples", justify="right")
+    for k in ks:
+        table.add_column(f"pass@{k}", justify="right")
+    for run in runs:
+        row = [run["mode"], run["model"], num(run["problems"]), num(run["samples_per_problem"])]
+        table.add_row(*row, *(pct(run["pass_at_k"].get(k)) for k in ks))
+    if len(runs) > 1:
+        overall = ("all", "", "", "", *(pct(data["pass_at_k"].get(k)) for k in ks))
+        table.add_row(*overall, style="italic")
+    return table
+
+
 def _groups(by: dict[str, Any]) -> Table:
     table = Table(title=f"By {by['key']}", title_justify="left")
     table.add_column(by["key"], style="bold", no_wrap=True)
-    for name in ("traces", "success", "ideal", "failed", "score", "turns", "tokens", "secs"):
+    columns = ("traces", "success", "pass@1", "ideal", "failed", "score", "turns", "tokens")
+    for name in (*columns, "secs"):
         table.add_column(name, justify="right")
     for key, g in by["groups"].items():
         mean = g["mean"]
@@ -149,6 +169,7 @@ def _groups(by: dict[str, Any]) -> Table:
             key,
             num(g["traces"]),
             pct(g["success_rate"]),
+            pct(g["pass_at_k"].get("1")),
             pct(g["ideal_rate"]),
             num(g["failed_episodes"]),
             num(mean["score"]),
@@ -174,5 +195,7 @@ def print_stats(
     console.print(_distributions(data, distributions))
     console.print(_tools(data))
     console.print(_problems(data))
+    if data["pass_at_k_by_mode_model"]:
+        console.print(_pass_at_k(data))
     if "by" in data:
         console.print(_groups(data["by"]))

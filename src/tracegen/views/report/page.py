@@ -247,6 +247,27 @@ def _table(
     return f"<figure><figcaption>{escape(caption)}</figcaption>{table}</figure>"
 
 
+def _pass_at_k(data: dict[str, Any]) -> str:
+    """pass@k per mode and model, and over all of them (`tracegen.views.pass_at_k`)."""
+    runs = data["pass_at_k_by_mode_model"]
+    ks = sorted({k for run in runs for k in run["pass_at_k"]} | set(data["pass_at_k"]), key=int)
+    rows = [
+        (
+            run["mode"],
+            run["model"],
+            num(run["problems"]),
+            num(run["samples_per_problem"]),
+            *(pct(run["pass_at_k"].get(k)) for k in ks),
+        )
+        for run in runs
+    ]
+    if len(runs) > 1:
+        rows.append(("all", "", "", "", *(pct(data["pass_at_k"].get(k)) for k in ks)))
+    head = ("mode", "model", "problems", "samples", *(f"pass@{k}" for k in ks))
+    caption = "pass@k (unbiased estimator, mean over problems; k up to the fewest samples)"
+    return _table(caption, head, rows, scroll=True)
+
+
 def _tables(data: dict[str, Any]) -> str:
     n = data["traces"]
 
@@ -305,6 +326,7 @@ def _tables(data: dict[str, Any]) -> str:
         ]
         head = ("mode", "traces", "success", "ideal", "failed", "score", "turns", "tokens", "secs")
         parts.append(_table("By mode (means)", head, groups))
+    parts.append(_pass_at_k(data))
     problems = list(data["problems"].items())
     rows = [
         (pid, num(r["traces"]), num(r["success"]), pct(r["success_rate"]), num(r["mean_score"]))
