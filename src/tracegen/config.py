@@ -37,6 +37,8 @@ MAX_CONCURRENCY = 1024
 MAX_SAMPLES = 10_000
 MAX_HOSTS = 256
 MAX_LIMIT = 10**9
+MAX_ANSWER_BYTES = 2**40
+"""The most ``max_answer_bytes`` may be: 1 TiB."""
 MIN_SECONDS = 0.001
 MAX_SECONDS = 7 * 86_400
 _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
@@ -141,6 +143,12 @@ class RunSettings(GenerationSettings):
         default=600.0, ge=MIN_SECONDS, le=MAX_SECONDS, description="per model request"
     )
     max_attempts: int = Field(default=5, ge=1, le=MAX_STEPS, description="tries per model request")
+    max_answer_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        le=MAX_ANSWER_BYTES,
+        description="the most bytes one model answer may hold (default: from max_tokens)",
+    )
     retry_initial_s: float = Field(
         default=1.0, ge=0, le=MAX_SECONDS, description="first retry wait, doubling"
     )
