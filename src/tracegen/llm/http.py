@@ -25,8 +25,8 @@ unreadable, N in a row  UnreadableServer     no
 An answer may hold `answer_limit` bytes (from ``max_tokens``, logprobs counted, at least
 `ANSWER_FLOOR_BYTES`; ``max_answer_bytes`` overrides it), and a request may take
 ``timeout_s`` in all. A server whose answers tracegen cannot read (malformed HTTP, a body
-that is not JSON, too large) `UNREADABLE_IN_A_ROW` times in a row is asked no more: the next
-such answer is an `UnreadableServer` that stops the run, showing the first bytes it sent.
+that is not JSON, too large) `UNREADABLE_IN_A_ROW` times in a row at one path is asked there no
+more: that answer is an `UnreadableServer`, which stops the run, showing the first bytes sent.
 
 A retry restarts the request from scratch (a partial stream is discarded), waiting the
 server's ``Retry-After`` when it sent one, else a random time up to
@@ -146,7 +146,9 @@ class HttpBackend:
         self._retry_max_s = retry_max_s
         self._on_retry = on_retry
         self.max_answer_bytes = max_answer_bytes
-        self._unreadable = 0
+        self._unreadable: dict[str, int] = {}
+        """Answers in a row that could not be read, by path."""
+        self._gave_up: dict[str, UnreadableServer] = {}
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
             self._transport = transport_for(url, headers, timeout_s, transport)
@@ -239,23 +241,21 @@ class HttpBackend:
         bytes (`limit_for`), read whole (with ``X-Session-ID`` inside
         `tracegen.llm.base.session`); transport faults and error statuses become our errors,
         and a server that keeps answering what cannot be read is asked no more."""
-        if self._unreadable >= UNREADABLE_IN_A_ROW:
-            raise self._unreadable_error
+        if path in self._gave_up:
+            raise self._gave_up[path]
         try:
             data = await self._request_json(method, path, body, model, limit)
         except ProtocolError as e:
-            self._unreadable += 1
-            if self._unreadable >= UNREADABLE_IN_A_ROW:
-                self._unreadable_error = UnreadableServer(
-                    f"{self.host} sent {self._unreadable} answers in a row that tracegen "
-                    f"cannot read, the last: {e}"
+            count = self._unreadable[path] = self._unreadable.get(path, 0) + 1
+            if count >= UNREADABLE_IN_A_ROW:
+                self._gave_up[path] = UnreadableServer(
+                    f"{self.host} sent {count} answers in a row to {path} that tracegen cannot "
+                    f"read, the last: {e}"
                 )
-                raise self._unreadable_error from None
+                raise self._gave_up[path] from None
             raise
-        self._unreadable = 0
+        self._unreadable.pop(path, None)
         return data
-
-    _unreadable_error: UnreadableServer
 
     async def _request_json(
         self, method: str, path: str, body: Json | None, model: str | None, limit: int | None
