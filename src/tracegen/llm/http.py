@@ -250,7 +250,7 @@ class HttpBackend:
             if count >= UNREADABLE_IN_A_ROW:
                 self._gave_up[path] = UnreadableServer(
                     f"{self.host} sent {count} answers in a row to {path} that tracegen cannot "
-                    f"read, the last: {e}"
+                    f"read, the last: {str(e).removeprefix(self.host + ' ')}"
                 )
                 raise self._gave_up[path] from None
             raise
