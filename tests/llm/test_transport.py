@@ -348,6 +348,7 @@ def _held(answer: bytes) -> Script:
         OK_HEAD + b"Content-Length : 2\r\n\r\n{}",
         OK_HEAD + b"Content-Encoding: br\r\nContent-Length: 2\r\n\r\n{}",
         OK_HEAD + b"X-Long: " + b"x" * 70_000,
+        OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n0\r\n" + b"X-Trailer: xxxxxxxx\r\n" * 4000,
     ],
     ids=[
         "chunk-without-crlf",
@@ -361,6 +362,7 @@ def _held(answer: bytes) -> Script:
         "space-before-colon",
         "encoding-never-asked-for",
         "endless-header",
+        "endless-trailers",
     ],
 )
 async def test_what_the_rfc_forbids_is_refused_at_once_with_the_first_bytes(answer: bytes) -> None:

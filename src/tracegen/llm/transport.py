@@ -44,7 +44,7 @@ import httptools
 import httpx
 
 HEAD_LIMIT = 1 << 16
-"""Status line and headers longer than this are refused as malformed."""
+"""Status line and headers (trailers included) longer than this are refused as malformed."""
 REST_S = 0.05
 """How long a kept-alive connection rests between a response and the next request on it."""
 FIRST_BYTES = 64
@@ -278,6 +278,7 @@ class _Connection(asyncio.Protocol):
     def _reset(self) -> None:
         self._first = b""
         self._received = 0
+        self._head_bytes = 0
         self._headers: list[tuple[bytes, bytes]] = []
         self._status = 0
         self._keep = False
@@ -337,6 +338,9 @@ class _Connection(asyncio.Protocol):
             raise self._malformed("more than one answer to a request")
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > HEAD_LIMIT:  # headers, interim answers' and trailers included
+            raise self._malformed(f"headers longer than {HEAD_LIMIT} bytes")
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
