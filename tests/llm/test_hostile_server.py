@@ -24,8 +24,8 @@ from tracegen.errors import (
     ProtocolError,
     UnreadableServer,
 )
-from tracegen.llm.base import ChatRequest, ServerInfo
-from tracegen.llm.http import HttpBackend
+from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
+from tracegen.llm.http import ANSWER_FLOOR_BYTES, HttpBackend, answer_limit
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.openai import OpenAIBackend
 from tracegen.schema import ChatMessage
@@ -173,3 +173,30 @@ async def test_a_server_answering_only_what_cannot_be_read_is_asked_no_more(kind
             await backend.chat(ask())  # none
         await backend.aclose()
     assert sum(server.faults_injected.values()) == 5
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_limit_from_max_tokens_holds_a_full_answer_without_its_floor(kind: str) -> None:
+    """A reply of ``max_tokens`` tokens with 20 alternatives each fits in the per-token part
+    of `answer_limit` alone: the limit is generous before its floor is counted."""
+    tokens = 400
+    request = ChatRequest(
+        messages=[ChatMessage(role="user", content="q")],
+        options=SamplingOptions(max_tokens=tokens),
+        top_logprobs=20,
+    )
+    with serving(kind) as (server, backend, _):
+        server.set_responder(lambda path, body: " é\\n" * (tokens * 2))
+        sizes: list[int] = []
+        original = backend._transport.request
+
+        async def measured(*args: Any) -> Any:
+            answer = await original(*args)
+            sizes.append(len(answer.body))
+            return answer
+
+        backend._transport.request = measured  # type: ignore[method-assign]
+        completion = await backend.chat(request)
+        await backend.aclose()
+    assert completion.completion_tokens >= tokens - 1
+    assert max(sizes) < answer_limit(request) - ANSWER_FLOOR_BYTES, sizes

@@ -411,8 +411,9 @@ class _Connection(asyncio.Protocol):
         sock = self._transport.get_extra_info("socket") if self._transport else None
         if sock is None:
             return True
-        readable, _, _ = select.select([sock.fileno()], [], [], 0)
-        return bool(readable)
+        poll = select.poll()  # not select(): descriptors past 1024 are common under load
+        poll.register(sock.fileno(), select.POLLIN)
+        return bool(poll.poll(0))
 
     def close(self) -> None:
         self.open = False
