@@ -275,7 +275,10 @@ def test_a_server_that_never_answers_usably_ends_the_run_with_exit_1_and_one_lin
         server.set_responder(reference_solver(problems))
         server.fail_randomly(1.0, [fault], seed=1)
         args[args.index("--host") + 1] = server.url
-        env = child_env(TRACEGEN_RETRY_INITIAL_S="0.01", TRACEGEN_MAX_ATTEMPTS="1")
+        # One attempt per request for 500s (each episode's six runs are what is counted),
+        # the default five for unreadable answers (the fifth in a row ends the run).
+        attempts = "1" if fault.kind == "status" else "5"
+        env = child_env(TRACEGEN_RETRY_INITIAL_S="0.01", TRACEGEN_MAX_ATTEMPTS=attempts)
         done = tracegen(args, env=env)
         asked = len(generations(server))
         server.fail_randomly(0.0, [fault], seed=1)
