@@ -217,10 +217,8 @@ class HttpBackend:
     async def get_json(self, path: str, *, model: str | None = None) -> Json:
         return await self.retrying(lambda: self.request_json("GET", path, None, model))
 
-    async def post_json(
-        self, path: str, body: Json, *, model: str | None = None, limit: int | None = None
-    ) -> Json:
-        return await self.retrying(lambda: self.request_json("POST", path, body, model, limit))
+    async def post_json(self, path: str, body: Json, *, model: str | None = None) -> Json:
+        return await self.retrying(lambda: self.request_json("POST", path, body, model))
 
     def limit_for(self, request: ChatRequest | None) -> int:
         """The most bytes an answer may hold: ``max_answer_bytes`` when set, else the
@@ -341,7 +339,8 @@ class HttpBackend:
             message = self.error_message(orjson.loads(raw))
         except orjson.JSONDecodeError:
             message = None
-        return message or clip(bytes(raw).decode(errors="replace").strip(), 200) or "no message"
+        text = bytes(raw[:800]).decode(errors="replace").strip()
+        return message or clip(text, 200) or "no message"
 
     # ------------------------------------------------------------ retry policy
 

@@ -45,7 +45,7 @@ import httpx
 
 HEAD_LIMIT = 1 << 16
 """Status line and headers (trailers included) longer than this are refused as malformed."""
-REST_S = 0.05
+REST_S = 0.1
 """How long a kept-alive connection rests between a response and the next request on it."""
 FIRST_BYTES = 64
 """How many of a response's first bytes an error about it shows."""
