@@ -20,6 +20,7 @@ from tests.support.fake_openai import FakeOpenAI
 from tracegen.errors import (
     AnswerTooLarge,
     BackendTimeout,
+    ConfigError,
     ImpossibleTokenId,
     ProtocolError,
     UnreadableServer,
@@ -200,3 +201,16 @@ async def test_the_limit_from_max_tokens_holds_a_full_answer_without_its_floor(k
         await backend.aclose()
     assert completion.completion_tokens >= tokens - 1
     assert max(sizes) < answer_limit(request) - ANSWER_FLOOR_BYTES, sizes
+
+
+def test_max_answer_bytes_is_a_setting_every_backend_takes() -> None:
+    from tracegen.config import RunSettings, load_settings
+    from tracegen.llm.factory import backend_for
+
+    env = {"TRACEGEN_MAX_ANSWER_BYTES": "5000000"}
+    settings = load_settings(RunSettings, {"model": "m"}, env=env)
+    for kind in ("ollama", "openai"):
+        backend = backend_for(settings, "http://gpu1:8000", kind=kind)
+        assert isinstance(backend, HttpBackend) and backend.limit_for(ask()) == 5_000_000
+    with pytest.raises(ConfigError, match=r"max-answer-bytes .* 1024"):
+        load_settings(RunSettings, {"model": "m"}, env={"TRACEGEN_MAX_ANSWER_BYTES": "10"})

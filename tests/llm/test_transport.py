@@ -440,3 +440,22 @@ async def test_a_late_answer_never_answers_the_next_request() -> None:
             seen.append(await get(wire))
             await asyncio.sleep(pause)
     assert all(answer["n"] > 0 for answer in seen), seen  # type: ignore[index]
+
+
+async def test_through_httpx_answers_are_bounded_too() -> None:
+    """A host behind a proxy (httpx's client) keeps the same bounds: size and deadline."""
+
+    async def huge(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b" " * 200_000)
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(5)
+        return httpx.Response(200, content=b"{}")
+
+    wire = transport_for("http://gpu1", {}, 0.3, httpx.MockTransport(huge))
+    with pytest.raises(ResponseTooLarge):
+        await wire.request("GET", "/", {}, None, 100_000)
+    assert (await wire.request("GET", "/", {}, None, 300_000)).body == b" " * 200_000
+    wire = transport_for("http://gpu1", {}, 0.3, httpx.MockTransport(slow))
+    with pytest.raises(httpx.ReadTimeout):
+        await wire.request("GET", "/", {}, None, 100_000)
