@@ -13,6 +13,11 @@ RSS for 200 and 2000 episodes.
     python benchmarks/throughput.py                  # the README table (a few minutes)
     python benchmarks/throughput.py --quick          # fewer episodes, for a smoke check
     python benchmarks/throughput.py --server openai  # the OpenAI-compatible stand-in (vLLM)
+    python benchmarks/throughput.py --parsers        # model turns alone, by HTTP parser
+
+``--parsers`` prints the CPU per model turn of the same transport framing answers with llhttp
+(httptools, what tracegen uses), with h11 (httpx's parser) in its place, and of the hand-written
+parser tracegen had before (`HAND_WRITTEN`, a checkout of that commit).
 
 The server runs in this process and each run in a child process, so the peak RSS printed
 is that of tracegen alone.
@@ -35,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), os.environ.get("TRACEGEN_BENCH_SRC") or str(ROOT / "src")]
 PREVIOUS_RELEASE = "3fdc947"
 """The commit whose figures are printed beside today's (``--previous``)."""
+HAND_WRITTEN = "fd90a8b"
+"""The last commit whose transport parsed HTTP by hand (``llm/lanes.py``)."""
 
 ANSWER = (
     "<think>I add the two numbers.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>\n"
@@ -72,10 +79,16 @@ def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     return _run(url, episodes, concurrency)
 
 
-def turns_case(url: str, requests: int, concurrency: int) -> dict[str, float]:
+def turns_case(url: str, requests: int, concurrency: int, parser: str = "") -> dict[str, float]:
     """``requests`` chat requests through the Ollama backend, at most ``concurrency`` at once,
-    after a warm-up; tracegen's CPU per request."""
+    after a warm-up; tracegen's CPU per request. ``parser`` ``h11`` frames the answers with
+    h11 in place of llhttp."""
     import asyncio
+
+    if parser == "h11":
+        from tracegen.llm import transport
+
+        transport._Connection = _h11_connection()  # type: ignore[misc]
 
     from tracegen.llm.base import ChatRequest
     from tracegen.llm.ollama import OllamaBackend
@@ -98,6 +111,93 @@ def turns_case(url: str, requests: int, concurrency: int) -> dict[str, float]:
         return {"seconds": seconds, "cpu_ms_turn": 1000 * cpu / requests}
 
     return asyncio.run(main())
+
+
+def _h11_connection() -> type:
+    """The transport's connection with h11 reading its answers (and writing its requests,
+    as h11 must see a request to read its answer): the same bounds, another parser."""
+    import asyncio
+
+    import h11
+    import httpx
+
+    from tracegen.llm.transport import HttpResponse
+
+    class H11Connection(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.open = False
+            self._conn = h11.Connection(h11.CLIENT)
+            self._result: asyncio.Future[tuple[HttpResponse, bool]] | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            assert isinstance(transport, asyncio.Transport)
+            self._transport, self.open = transport, True
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.open = False
+            if self._result is not None and not self._result.done():
+                self._result.set_exception(httpx.ReadError("closed"))
+
+        def close(self) -> None:
+            self.open = False
+            self._transport.close()
+
+        def unasked(self) -> bool:
+            return False
+
+        async def exchange(
+            self, data: bytes, deadline: float, timeout_s: float, limit: int
+        ) -> tuple[HttpResponse, bool]:
+            head, _, body = data.partition(b"\r\n\r\n")
+            line, *fields = head.split(b"\r\n")
+            method, target, _ = line.split(b" ")
+            headers = [tuple(f.split(b": ", 1)) for f in fields]
+            conn = self._conn
+            out = conn.send(h11.Request(method=method, target=target, headers=headers))
+            out += conn.send(h11.Data(data=body)) if body else b""
+            out += conn.send(h11.EndOfMessage())
+            loop = asyncio.get_running_loop()
+            self._result = result = loop.create_future()
+            self._status, self._headers, self._body = 0, [], bytearray()
+            self._limit = limit
+            self._transport.write(out)
+            timer = loop.call_at(deadline, self._fail, httpx.ReadTimeout("late"))
+            try:
+                return await result
+            finally:
+                timer.cancel()
+
+        def _fail(self, error: Exception) -> None:
+            if self._result is not None and not self._result.done():
+                self._result.set_exception(error)
+            self.close()
+
+        def data_received(self, data: bytes) -> None:
+            conn = self._conn
+            conn.receive_data(data)
+            try:
+                while True:
+                    event = conn.next_event()
+                    if event is h11.NEED_DATA:
+                        return
+                    if isinstance(event, h11.Response):
+                        self._status, self._headers = event.status_code, list(event.headers)
+                    elif isinstance(event, h11.Data):
+                        self._body += event.data
+                        if len(self._body) > self._limit:
+                            raise h11.RemoteProtocolError("too large")
+                    elif isinstance(event, h11.EndOfMessage):
+                        keep = conn.our_state is h11.DONE and conn.their_state is h11.DONE
+                        if keep:
+                            conn.start_next_cycle()
+                        answer = HttpResponse(self._status, self._headers, self._body)
+                        assert self._result is not None
+                        self._result.set_result((answer, keep))
+                        return
+            except h11.RemoteProtocolError as e:
+                self._fail(httpx.ReadError(str(e)))
+
+    return H11Connection
 
 
 def _run(url: str, episodes: int, concurrency: int) -> dict[str, float]:
@@ -183,19 +283,19 @@ def _case(
     with server:
         server.set_responder(lambda path, body: ANSWER)
         url = server.api if isinstance(server, FakeOpenAI) else server.url
-        cmd = [sys.executable, __file__, worker, url, str(episodes), str(concurrency)]
+        cmd = [sys.executable, __file__, *worker.split(), url, str(episodes), str(concurrency)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise SystemExit(f"case P={parallel} N={episodes} failed:\n{out.stderr}")
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def _previous_release() -> Path | None:
-    """A checkout of `PREVIOUS_RELEASE` beside this one (made once), or None without git."""
-    target = Path(tempfile.gettempdir()) / f"tracegen-{PREVIOUS_RELEASE}"
+def _previous_release(commit: str = PREVIOUS_RELEASE) -> Path | None:
+    """A checkout of ``commit`` beside this one (made once), or None without git."""
+    target = Path(tempfile.gettempdir()) / f"tracegen-{commit}"
     if not target.exists():
         made = subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(target), PREVIOUS_RELEASE],
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(target), commit],
             capture_output=True,
             check=False,
         )
@@ -204,11 +304,28 @@ def _previous_release() -> Path | None:
     return target / "src"
 
 
+def compare_parsers(turns: int) -> None:
+    """Model turns alone (Ollama backend, latency 0.2 s) at P=8 and P=128, each framing."""
+    print(f"model turns alone by HTTP parser ({turns} turns, Ollama backend, latency 0.2 s)")
+    print(f"{'parser':<22} {'P':>4} {'turns/s':>8} {'CPU ms/turn':>11}")
+    hand = _previous_release(HAND_WRITTEN)
+    framings = [("llhttp (httptools)", None, ""), ("h11", None, "h11")]
+    if hand is not None:
+        framings.append((f"hand-written {HAND_WRITTEN}", hand, ""))
+    for p in (8, 128):
+        for name, src, parser in framings:
+            worker = "--turns" if not parser else f"--parser={parser} --turns"
+            r = _case("ollama", p, turns, 0.2, p + 4, src, worker=worker)
+            print(f"{name:<22} {p:>4} {turns / r['seconds']:>8.1f} {r['cpu_ms_turn']:>11.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes")
     parser.add_argument("--case", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
     parser.add_argument("--turns", nargs=3, metavar=("URL", "N", "CONCURRENCY"))
+    parser.add_argument("--parser", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--parsers", action="store_true", help="model turns alone, by parser")
     parser.add_argument("--server", choices=("ollama", "openai"), default="ollama")
     args = parser.parse_args()
     if args.case:
@@ -217,7 +334,10 @@ def main() -> None:
         return
     if args.turns:
         url, n, c = args.turns
-        print(json.dumps(turns_case(url, int(n), int(c))))
+        print(json.dumps(turns_case(url, int(n), int(c), args.parser)))
+        return
+    if args.parsers:
+        compare_parsers(80 if args.quick else 800)
         return
 
     n = 40 if args.quick else 200

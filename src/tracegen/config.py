@@ -37,6 +37,8 @@ MAX_CONCURRENCY = 1024
 MAX_SAMPLES = 10_000
 MAX_HOSTS = 256
 MAX_LIMIT = 10**9
+MAX_ANSWER_BYTES = 2**40
+"""The most ``max_answer_bytes`` may be: 1 TiB."""
 MIN_SECONDS = 0.001
 MAX_SECONDS = 7 * 86_400
 _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
@@ -308,6 +310,13 @@ class RunSettings(GenerationSettings):
         ge=1,
         le=MAX_STEPS,
         description="Tries per model request.",
+        json_schema_extra=NO_CLI,
+    )
+    max_answer_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        le=MAX_ANSWER_BYTES,
+        description="The most bytes one model answer may hold (default: from max_tokens).",
         json_schema_extra=NO_CLI,
     )
     retry_initial_s: float = Field(

@@ -100,3 +100,16 @@ class ProtocolError(BackendError):
 
 class LogprobsMissing(BackendError):
     """--require-logprobs was given and the server returned no logprobs."""
+
+
+class AnswerTooLarge(ProtocolError):
+    """An answer ran past the bytes it may hold (``max_answer_bytes``): read no further."""
+
+
+class ImpossibleTokenId(ProtocolError):
+    """The server sent a token id outside the model's vocabulary (negative, or not below its
+    size): the answer is refused, never recorded."""
+
+
+class UnreadableServer(BackendError):
+    """The server keeps answering what tracegen cannot read: it is asked no more."""

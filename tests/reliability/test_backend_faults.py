@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -9,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_ollama import FakeOllama, Fault, Reply
-from tests.support.runs import child_env, partial_of, tracegen
+from tests.support.runs import child_env, partial_of, spawn, tracegen
 from tests.support.scenarios import (
     TRACEBACK,
     builtin,
@@ -205,3 +207,123 @@ def test_a_model_removed_mid_run_stops_it_with_one_line_and_resume_finishes(
     assert 0 < len(before) < 12
     assert resumed.returncode == 0, resumed.stderr
     assert sorted(episodes(read_jsonl(out))) == sorted((p.id, 0) for p in problems)
+
+
+WIRE_FORGIVEN = [
+    Fault("wire", message=name)
+    for name in (
+        "endless-chunked",
+        "huge-body",
+        "bad-chunk",
+        "conflicting-lengths",
+        "http-1.9",
+        "bare-lf",
+        "gzip",
+        "impossible-ids",
+        "late-answer",
+    )
+]
+"""Misbehaviours a run outlives: each answer refused (or, gzip, decoded) and asked again."""
+
+
+@pytest.mark.parametrize("kind", ["openai", "llamacpp"])
+def test_a_run_against_a_server_misbehaving_on_the_wire_records_nothing_wrong(
+    tmp_path: Path, kind: str
+) -> None:
+    problems = builtin(8)
+    out = tmp_path / "traces.jsonl"
+    with serving(kind) as (server, host):
+        server.set_responder(reference_solver(problems))
+        server.fail_randomly(0.25, [*WIRE_FORGIVEN, Fault("wire", message="slow-drip")], seed=3)
+        done = tracegen(
+            run_args(host, out, "--limit", "8", "--num-samples", "2", "--concurrency", "2"),
+            env=child_env(TRACEGEN_RETRY_INITIAL_S="0.05", TRACEGEN_REQUEST_TIMEOUT_S="2"),
+        )
+        faults = dict(server.faults_injected)
+    assert done.returncode == 0, done.stderr
+    assert TRACEBACK not in done.stderr
+    traces = read_jsonl(out)
+    assert sorted(episodes(traces)) == sorted((p.id, s) for p in problems for s in range(2))
+    for trace in traces:  # each answer is its own request's: the reference solution passes
+        assert trace["success"], (trace["problem_id"], faults)
+        for asked in trace.get("token_requests") or []:
+            ids = asked["prompt_ids"] + asked["completion_ids"]
+            assert all(0 <= i < 151_936 for i in ids), trace["problem_id"]
+    assert faults.get("wire", 0) >= 3, faults
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [
+        (Fault("status", 500), "(HTTP 500)"),
+        (Fault("wire", message="status-2001"), "it began: b'HTTP/1.1 2001 OK"),
+        (Fault("wire", message="event-stream"), "it began: b'data: {"),
+    ],
+    ids=["500-forever", "garbage-status", "event-stream-to-stream-false"],
+)
+def test_a_server_that_never_answers_usably_ends_the_run_with_exit_1_and_one_line(
+    tmp_path: Path, fault: Fault, cause: str
+) -> None:
+    """No trace because of the server: exit 1 and the cause on the last line; a server
+    answering what cannot be read is asked a bounded number of times, and the same command
+    finishes the run once the server is well. (500 forever takes ~35 s: the host is benched
+    5, 10 and 20 s between the episode's six runs.)"""
+    problems = builtin(1)
+    out = tmp_path / "traces.jsonl"
+    args = run_args("", out, "--limit", "1")
+    with FakeOllama() as server:
+        server.set_responder(reference_solver(problems))
+        server.fail_randomly(1.0, [fault], seed=1)
+        args[args.index("--host") + 1] = server.url
+        # One attempt per request for 500s (each episode's six runs are what is counted),
+        # the default five for unreadable answers (the fifth in a row ends the run).
+        attempts = "1" if fault.kind == "status" else "5"
+        env = child_env(TRACEGEN_RETRY_INITIAL_S="0.01", TRACEGEN_MAX_ATTEMPTS=attempts)
+        done = tracegen(args, env=env)
+        asked = len(generations(server))
+        server.fail_randomly(0.0, [fault], seed=1)
+        resumed = tracegen(args, env=env)
+    assert done.returncode == 1, done.stderr
+    assert TRACEBACK not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tracegen: error: ") and cause in last, done.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    if fault.kind == "wire":  # the run stopped before recording the episode: resume runs it
+        assert asked == 5, asked  # its answers in a row
+        assert sorted(episodes(read_jsonl(out))) == sorted((p.id, 0) for p in problems)
+    else:  # the episode was recorded as failed, with its reason
+        assert "nothing to do" in resumed.stdout and read_jsonl(out) == []
+        assert len(read_jsonl(tmp_path / "traces.jsonl.state")) == 1 + 1
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [Fault("stall", seconds=120), Fault("wire", message="slow-drip", seconds=0.5)],
+    ids=["silent", "dripping"],
+)
+def test_sigterm_ends_a_run_within_10_s_whatever_the_server_does(
+    tmp_path: Path, fault: Fault
+) -> None:
+    problems = builtin(8)
+    out = tmp_path / "traces.jsonl"
+    with FakeOllama() as server:
+        server.set_responder(reference_solver(problems))
+        server.fail_randomly(1.0, [fault], seed=1)
+        proc = spawn(run_args(server.url, out, "--limit", "8", "--concurrency", "4"))
+        try:
+            deadline = time.monotonic() + 60
+            while len(generations(server)) < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(generations(server)) == 4
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            _, stderr = proc.communicate(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert took < 10, took
+    assert proc.returncode == 143, stderr
+    assert TRACEBACK not in stderr
+    assert read_jsonl(out) == []
+    assert len(read_jsonl(tmp_path / "traces.jsonl.state")) == 1

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import orjson
 
 DEFAULT_REPLY = "Hello from the fake model server."
-FAULT_KINDS = ("status", "drop", "error_line", "malformed", "stall")
+FAULT_KINDS = ("status", "drop", "error_line", "malformed", "stall", "wire")
 SPECIAL_TOKENS = {"<|im_start|>": 1, "<|im_end|>": 2}
 END_OF_TURN = "<|im_end|>"
 _TOKEN = re.compile(r"\s?\S{1,4}|\s+")
@@ -59,7 +59,9 @@ class Reply:
 @dataclass
 class Fault:
     """A misbehaviour for one inference request; see `FAULT_KINDS`. ``seconds`` is how long a
-    ``stall`` lasts, or the ``Retry-After`` a ``status`` fault sends (none when unset)."""
+    ``stall`` lasts, or the ``Retry-After`` a ``status`` fault sends (none when unset). A
+    ``wire`` fault sends, in place of the answer, the bytes `tests.support.hostile_wire`'s
+    misbehaviour named by ``message`` makes of it."""
 
     kind: str
     status: int | None = None
@@ -329,6 +331,11 @@ class FakeModel:
                 self.in_flight -= 1
             if self._slots is not None:
                 self._slots.release()
+
+    @property
+    def stopping(self) -> threading.Event:
+        """Set once the server is stopping: a misbehaviour without end ends then."""
+        return self._stopping
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:

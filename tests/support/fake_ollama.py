@@ -37,6 +37,7 @@ from tests.support.fake_model import (
     render_chat,
     tokenize,
 )
+from tests.support.hostile_wire import misbehave
 
 __all__ = [
     "DEFAULT_REPLY",
@@ -282,6 +283,9 @@ class _Handler(Handler):
         if fault is not None and fault.kind == "malformed":
             data = orjson.dumps(whole)[: -len(key)]
             self.send_bytes(200, data, "application/json; charset=utf-8")
+            return
+        if fault is not None and fault.kind == "wire":
+            misbehave(self, orjson.dumps(whole), fault)
             return
         self.send_json(200, whole)
 

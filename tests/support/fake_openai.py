@@ -28,8 +28,8 @@ chat-completions reference for the rest (``usage``; ``content`` null beside tool
 The scripted model, faults and pseudo-tokens are `tests.support.fake_model`'s, shared with the
 Ollama stand-in. A fault takes the answer's place: ``drop`` closes the connection halfway
 through the body, ``error_line`` is the error status (500 unless given) servers answer when
-generating fails, ``malformed`` a body cut short; ``status`` and ``stall`` are served before
-generating. Each rendered prompt is
+generating fails, ``malformed`` a body cut short, ``wire`` bytes `tests.support.hostile_wire`
+makes of it; ``status`` and ``stall`` are served before generating. Each rendered prompt is
 kept in ``prompts`` (what the model was given), so a test can prove there is no end-of-turn
 inside a continued message. Simplifications: one choice; no streaming (``stream: true`` is a
 400, as tracegen never streams); the chat template is ChatML-like; ``lmstudio`` closes a
@@ -60,8 +60,11 @@ from tests.support.fake_model import (
     sampled_pieces,
     tokenize,
 )
+from tests.support.hostile_wire import misbehave
 
 FLAVORS = ("vllm", "sglang", "llamacpp", "lmstudio")
+N_VOCAB = 151_936
+"""The vocabulary size llama.cpp's stand-in reports (Qwen's); its pseudo-token ids stay below."""
 REASONING_FIELD = {
     "vllm": "reasoning",
     "sglang": "reasoning_content",
@@ -136,6 +139,9 @@ class _Handler(Handler):
         name = next(iter(fake.models), "")
         if self.path == "/v1/models":
             data = [{"id": n, "object": "model", "owned_by": flavor} for n in fake.models]
+            if flavor == "llamacpp":  # tools/server/server.cpp, handle_models: the model's meta
+                for entry in data:
+                    entry["meta"] = {"vocab_type": 2, "n_vocab": N_VOCAB, "n_ctx_train": 4096}
             self.send_json(200, {"object": "list", "data": data})
         elif flavor == "vllm" and self.path == "/version":
             self.send_json(200, {"version": version})
@@ -290,6 +296,8 @@ class _Handler(Handler):
             self.drop()
         elif fault.kind == "error_line":
             self._error(fault.status or 500, fault.message or STATUS_MESSAGES[500])
+        elif fault.kind == "wire":
+            misbehave(self, data, fault)
         else:
             self.send_bytes(200, data[: len(data) // 2], JSON)
 

@@ -62,6 +62,9 @@ class Recorder:
         self.reporter = reporter
         self.filters = Filters(settings.only_success, settings.only_ideal)
         self.warned_internal = False
+        self.server_failures = 0
+        """Episodes recorded as failed because of the server (``kind="backend"``)."""
+        self.last_server_failure = ""
 
     def record(self, spec: EpisodeSpec, trace: Trace, tries: int) -> bool:
         """Record ``trace`` (the episode's ``tries``-th run); False when it is put back."""
@@ -80,6 +83,9 @@ class Recorder:
         if put_back(trace, tries):
             self.stats.put_back += 1
             return False
+        if error is not None and error.kind == "backend":
+            self.server_failures += 1
+            self.last_server_failure = f"{error.reason}: {error.message}"
         outcome = self.filters.outcome(trace)
         self.files.record(trace, outcome)
         self.stats.add(trace, outcome == "accepted")
@@ -179,6 +185,12 @@ class Executor:
                 f"interrupted with {left} episodes left; to resume, run:\n  {resume_command()}"
             )
             return EXIT_SIGNAL[self.interrupted_by]
+        failed = self.recorder.server_failures
+        if failed and failed == self.stats.done:
+            raise BackendError(
+                f"no episode produced a trace: all {failed} failed on the server, the last "
+                f"with {self.recorder.last_server_failure}"
+            )
         return 0
 
     def intro(self, where: str) -> None:

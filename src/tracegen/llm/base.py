@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracegen.config import ContinueChoice
-from tracegen.errors import ConfigError, ProtocolError
+from tracegen.errors import ConfigError, ImpossibleTokenId, ProtocolError
 from tracegen.llm.grammar import Grammar
 from tracegen.schema import (
     ChatMessage,
@@ -247,3 +247,24 @@ def logprobs_kind(capabilities: Capabilities, request: ChatRequest) -> LogprobsK
     if request.processed_logprobs and capabilities.processed_logprobs:
         return "processed"
     return capabilities.logprobs_kind
+
+
+ID_BOUND = 2**31
+"""Token ids are below this when the model's vocabulary size is not known: servers hold them
+as 32-bit integers (llama.cpp's ``llama_token``, vLLM's token tensors)."""
+
+
+def check_ids(ids: list[int], vocab: int | None, host: str, what: str = "token") -> list[int]:
+    """``ids``, each a token of a vocabulary of ``vocab`` ids (`ID_BOUND` when unknown); one
+    outside it is an `ImpossibleTokenId`: the answer is an error, never data."""
+    bound = vocab or ID_BOUND
+    if ids and (min(ids) < 0 or max(ids) >= bound):
+        bad = next(i for i in ids if not 0 <= i < bound)
+        size = f"the model's {vocab:,} tokens" if vocab else "any vocabulary"
+        raise ImpossibleTokenId(f"{host} sent {what} id {bad}, outside {size}")
+    return ids
+
+
+def check_logprob_ids(tokens: list[TokenLogprob], vocab: int | None, host: str) -> None:
+    """The ids of ``tokens`` checked as `check_ids` does."""
+    check_ids([t.id for t in tokens if t.id is not None], vocab, host, "logprob token")

@@ -67,6 +67,7 @@ def backend_for(
         "max_attempts": settings.max_attempts if max_attempts is None else max_attempts,
         "retry_initial_s": settings.retry_initial_s,
         "on_retry": on_retry,
+        "max_answer_bytes": settings.max_answer_bytes,
     }
     if server is not None:
         options["server"] = server

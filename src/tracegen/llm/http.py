@@ -1,9 +1,9 @@
 """The one HTTP transport every server backend shares: connections, retries, typed errors.
 
 A backend subclasses `HttpBackend` and only describes requests and reads answers. This base
-owns the wire (one kept-alive connection per in-flight request, each answer read whole: see
-`tracegen.llm.lanes`), bounded retries with back-off that honours ``Retry-After``, and the
-mapping of transport faults and HTTP statuses to `tracegen.errors`:
+owns the transport (kept-alive connections, each answer read whole, bounded in size and time:
+see `tracegen.llm.transport`), bounded retries with back-off that honours ``Retry-After``, and
+the mapping of transport faults and HTTP statuses to `tracegen.errors`:
 
 ======================  ===================  =========
 what happened           error                retried
@@ -16,8 +16,17 @@ connection dropped      ServerError          yes
 429, 503                Overloaded           yes
 other 5xx               ServerError          yes
 other 4xx               BadRequest           no
-malformed body/line     ProtocolError        yes
+malformed HTTP or body  ProtocolError        yes
+answer past its limit   AnswerTooLarge       yes
+impossible token id     ImpossibleTokenId    yes
+unreadable, N in a row  UnreadableServer     no
 ======================  ===================  =========
+
+An answer may hold `answer_limit` bytes (from ``max_tokens``, logprobs counted, at least
+`ANSWER_FLOOR_BYTES`; ``max_answer_bytes`` overrides it), and a request may take
+``timeout_s`` in all. A server whose answers tracegen cannot read (malformed HTTP, a body
+that is not JSON, too large) `UNREADABLE_IN_A_ROW` times in a row at one path is asked there no
+more: that answer is an `UnreadableServer`, which stops the run, showing the first bytes sent.
 
 A retry restarts the request from scratch (a partial stream is discarded), waiting the
 server's ``Retry-After`` when it sent one, else a random time up to
@@ -46,6 +55,7 @@ from tenacity.stop import stop_base
 
 from tracegen.config import redact_url
 from tracegen.errors import (
+    AnswerTooLarge,
     AuthError,
     BackendError,
     BackendTimeout,
@@ -56,15 +66,44 @@ from tracegen.errors import (
     Overloaded,
     ProtocolError,
     ServerError,
+    UnreadableServer,
 )
-from tracegen.llm.base import SESSION_ID, RetryListener, ServerInfo
-from tracegen.llm.lanes import Answer, wire_for
+from tracegen.llm.base import SESSION_ID, ChatRequest, RetryListener, ServerInfo
+from tracegen.llm.transport import (
+    HttpResponse,
+    MalformedResponse,
+    ResponseTooLarge,
+    transport_for,
+)
 
 T = TypeVar("T")
 Json = dict[str, Any]
 
 PROBE_TIMEOUT_S = 10.0
 """How long a host may take to answer a probe before it counts as down."""
+ANSWER_FLOOR_BYTES = 8 << 20
+"""The least an answer may hold (model lists, a prompt's token ids, error pages)."""
+BYTES_PER_TOKEN = 64
+"""A generous share of a body per token asked for: its text, JSON-escaped, and its id."""
+BYTES_PER_LOGPROB = 256
+"""A sampled token's logprob entry (its text, value, bytes and id)."""
+BYTES_PER_ALTERNATIVE = 192
+"""Each of its ``top_logprobs`` alternatives."""
+BYTES_PER_PROMPT_TOKEN = 16
+"""A prompt token's id, for servers that send the prompt's ids back."""
+UNREADABLE_IN_A_ROW = 5
+"""Answers tracegen cannot read, one after another, before the server is asked no more."""
+
+
+def answer_limit(request: ChatRequest) -> int:
+    """How many bytes an answer to ``request`` may hold: generous, from its ``max_tokens``."""
+    o = request.options
+    per_token = BYTES_PER_TOKEN
+    if request.logprobs:
+        per_token += BYTES_PER_LOGPROB + BYTES_PER_ALTERNATIVE * max(1, request.top_logprobs)
+    tokens = o.max_tokens or 32_768
+    prompt = (o.context_tokens or 0) * BYTES_PER_PROMPT_TOKEN
+    return ANSWER_FLOOR_BYTES + tokens * per_token + prompt
 
 
 class HttpBackend:
@@ -89,9 +128,10 @@ class HttpBackend:
         on_retry: RetryListener | None = None,
         server: ServerInfo | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_answer_bytes: int | None = None,
     ) -> None:
         """``transport`` replaces the network (httpx's), for example to serve tests in
-        process."""
+        process; ``max_answer_bytes`` replaces every answer's `answer_limit`."""
         url = host.rstrip("/")
         self.host = redact_url(url)
         """The host as messages, logs and traces show it: credentials in the URL hidden."""
@@ -105,9 +145,13 @@ class HttpBackend:
         self._retry_initial_s = retry_initial_s
         self._retry_max_s = retry_max_s
         self._on_retry = on_retry
+        self.max_answer_bytes = max_answer_bytes
+        self._unreadable: dict[str, int] = {}
+        """Answers in a row that could not be read, by path."""
+        self._gave_up: dict[str, UnreadableServer] = {}
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
-            self._wire = wire_for(url, headers, timeout_s, transport)
+            self._transport = transport_for(url, headers, timeout_s, transport)
         except ValueError as e:
             raise ConfigError(f"invalid host {self.host!r}: {e}") from None
 
@@ -122,7 +166,7 @@ class HttpBackend:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._wire.aclose()
+        await self._transport.aclose()
 
     # ------------------------------------------------------------ what subclasses adapt
 
@@ -176,19 +220,59 @@ class HttpBackend:
     async def post_json(self, path: str, body: Json, *, model: str | None = None) -> Json:
         return await self.retrying(lambda: self.request_json("POST", path, body, model))
 
+    def limit_for(self, request: ChatRequest | None) -> int:
+        """The most bytes an answer may hold: ``max_answer_bytes`` when set, else the
+        request's `answer_limit` (the floor for a request that generates nothing)."""
+        if self.max_answer_bytes is not None:
+            return self.max_answer_bytes
+        return answer_limit(request) if request is not None else ANSWER_FLOOR_BYTES
+
     async def request_json(
-        self, method: str, path: str, body: Json | None, model: str | None = None
+        self,
+        method: str,
+        path: str,
+        body: Json | None,
+        model: str | None = None,
+        limit: int | None = None,
     ) -> Json:
-        """One attempt at a request whose answer is one JSON object, read whole (with
-        ``X-Session-ID`` inside `tracegen.llm.base.session`); transport faults and error
-        statuses become our errors."""
+        """One attempt at a request whose answer is one JSON object of at most ``limit``
+        bytes (`limit_for`), read whole (with ``X-Session-ID`` inside
+        `tracegen.llm.base.session`); transport faults and error statuses become our errors,
+        and a server that keeps answering what cannot be read is asked no more."""
+        if path in self._gave_up:
+            raise self._gave_up[path]
+        try:
+            data = await self._request_json(method, path, body, model, limit)
+        except ProtocolError as e:
+            count = self._unreadable[path] = self._unreadable.get(path, 0) + 1
+            if count >= UNREADABLE_IN_A_ROW:
+                self._gave_up[path] = UnreadableServer(
+                    f"{self.host} sent {count} answers in a row to {path} that tracegen cannot "
+                    f"read, the last: {str(e).removeprefix(self.host + ' ')}"
+                )
+                raise self._gave_up[path] from None
+            raise
+        self._unreadable.pop(path, None)
+        return data
+
+    async def _request_json(
+        self, method: str, path: str, body: Json | None, model: str | None, limit: int | None
+    ) -> Json:
         content = orjson.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if body is not None else {}
         episode = SESSION_ID.get()
         if episode is not None:
             headers["X-Session-ID"] = episode
+        most = self.limit_for(None) if limit is None else limit
         try:
-            answer = await self._wire.request(method, path, headers, content)
+            answer = await self._transport.request(method, path, headers, content, most)
+        except ResponseTooLarge as e:
+            raise AnswerTooLarge(
+                f"{self.host} sent {e} (TRACEGEN_MAX_ANSWER_BYTES raises the limit); "
+                f"it began: {e.first!r}"
+            ) from None
+        except MalformedResponse as e:
+            raise ProtocolError(f"{self.host} sent a {e}; it began: {e.first!r}") from None
         except httpx.RemoteProtocolError:
             # Closed before any answer: often a kept-alive connection the server had just
             # closed, so the next attempt is sent at once; it still counts as an attempt, and
@@ -204,12 +288,14 @@ class HttpBackend:
             raise self.status_error(answer, model or self.model)
         return self.json_object(answer.body, "response")
 
-    def json_object(self, raw: str | bytes, what: str) -> Json:
+    def json_object(self, raw: str | bytes | bytearray, what: str) -> Json:
         """``raw`` as a JSON object, or `ProtocolError` naming the host and ``what`` it is."""
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise ProtocolError(f"{self.host} sent a malformed {what}: {clip(raw)!r}") from None
+            raise ProtocolError(
+                f"{self.host} sent a malformed {what}, not JSON; it began: {first_bytes(raw)!r}"
+            ) from None
         if not isinstance(data, dict):
             raise ProtocolError(f"{self.host} sent a {what} that is not a JSON object")
         return data
@@ -227,7 +313,7 @@ class HttpBackend:
             f"cannot talk to {self.server_name} at {self.host}: {type(e).__name__}"
         )
 
-    def status_error(self, answer: Answer, model: str) -> BackendError:
+    def status_error(self, answer: HttpResponse, model: str) -> BackendError:
         status = answer.status
         message = self._body_message(answer.body)
         where = f"{self.host} (HTTP {status})"
@@ -248,12 +334,13 @@ class HttpBackend:
             return ServerError(f"{where} failed: {message}")
         return BadRequest(f"{where} rejected the request: {message}")
 
-    def _body_message(self, raw: bytes) -> str:
+    def _body_message(self, raw: bytes | bytearray) -> str:
         try:
             message = self.error_message(orjson.loads(raw))
         except orjson.JSONDecodeError:
             message = None
-        return message or clip(raw.decode(errors="replace").strip(), 200) or "no message"
+        text = bytes(raw[:800]).decode(errors="replace").strip()
+        return message or clip(text, 200) or "no message"
 
     # ------------------------------------------------------------ retry policy
 
@@ -298,8 +385,13 @@ def retry_after_s(value: str | None) -> float | None:
     return None
 
 
-def clip(text: str | bytes, limit: int = 80) -> str:
+def first_bytes(raw: str | bytes | bytearray) -> bytes:
+    """The first bytes of an answer, for an error message."""
+    return raw[:64].encode() if isinstance(raw, str) else bytes(raw[:64])
+
+
+def clip(text: str | bytes | bytearray, limit: int = 80) -> str:
     """``text`` cut to ``limit`` characters for an error message."""
-    if isinstance(text, bytes):
-        text = text.decode(errors="replace")
+    if not isinstance(text, str):
+        text = bytes(text[: 4 * limit]).decode(errors="replace")
     return text if len(text) <= limit else text[:limit] + "…"

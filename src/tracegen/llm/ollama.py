@@ -58,7 +58,7 @@ class OllamaBackend(HttpBackend):
 
     async def chat(self, request: ChatRequest) -> Completion:
         body = self._chat_body(request)
-        return await self.retrying(lambda: self._answer("/api/chat", body, request.logprobs))
+        return await self.retrying(lambda: self._answer("/api/chat", body, request))
 
     async def continue_message(self, request: ChatRequest, method: ContinueChoice) -> Completion:
         if not request.messages or request.messages[-1].role != "assistant":
@@ -69,9 +69,7 @@ class OllamaBackend(HttpBackend):
         else:
             prompt = await self._render(request)
             body = self._generate_body(request, prompt)
-            completion = await self.retrying(
-                lambda: self._answer("/api/generate", body, request.logprobs)
-            )
+            completion = await self.retrying(lambda: self._answer("/api/generate", body, request))
         completion.continuation = method
         return completion
 
@@ -145,10 +143,10 @@ class OllamaBackend(HttpBackend):
 
     # ------------------------------------------------------------ the answer
 
-    async def _answer(self, path: str, body: Json, asked_logprobs: bool) -> Completion:
+    async def _answer(self, path: str, body: Json, request: ChatRequest) -> Completion:
         """One request answered whole (``stream: false``): one body to read and parse, not a
         line per token."""
-        data = await self.request_json("POST", path, body)
+        data = await self.request_json("POST", path, body, limit=self.limit_for(request))
         if "error" in data:
             raise ServerError(f"{self.host} failed: {data['error']}")
         if not data.get("done"):
@@ -157,7 +155,7 @@ class OllamaBackend(HttpBackend):
         message = (data.get("message") or {}) if chat else data
         content = message.get("content" if chat else "response") or ""
         tool_calls = [_tool_call(c) for c in message.get("tool_calls") or []]
-        logprobs = token_logprobs(data.get("logprobs"), self.host) if asked_logprobs else []
+        logprobs = token_logprobs(data.get("logprobs"), self.host) if request.logprobs else []
 
         def seconds(key: str) -> float:
             return _int(data, key) * NS

@@ -60,6 +60,8 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    check_ids,
+    check_logprob_ids,
     logprobs_kind,
     no_grammar,
     pick_continuation,
@@ -103,6 +105,10 @@ class OpenAIBackend(HttpBackend):
         self._api = "/v1"
         self._flavor: Flavor | None = FLAVORS.get(self.server.kind) if self.server else None
         self._identified = asyncio.Lock()
+        self.vocab: int | None = None
+        """The model's vocabulary size, when the server said (llama.cpp's ``/v1/models``
+        ``meta.n_vocab``): token ids at or past it are refused (`check_ids`)."""
+        self._vocab_asked = False
 
     @property
     def server_name(self) -> str:  # type: ignore[override]
@@ -192,7 +198,21 @@ class OpenAIBackend(HttpBackend):
         models = data.get("data")
         if not isinstance(models, list):
             raise ProtocolError(f"{self.host} sent a model list without data")
-        return [str(m.get("id", "")) for m in models if isinstance(m, dict)]
+        listed = [m for m in models if isinstance(m, dict)]
+        for m in listed:
+            meta = m.get("meta")
+            size = meta.get("n_vocab") if isinstance(meta, dict) else None
+            if type(size) is int and size > 0 and (m.get("id") == self.model or len(listed) == 1):
+                self.vocab = size
+        self._vocab_asked = True
+        return [str(m.get("id", "")) for m in listed]
+
+    async def _vocab_known(self) -> int | None:
+        """`vocab`, asked of the server once (llama.cpp's says it; vLLM's does not)."""
+        if not self._vocab_asked:
+            self._vocab_asked = True
+            await self.model_names()
+        return self.vocab
 
     async def model_features(self) -> set[str]:
         """The model must be listed; its features are what the server can give."""
@@ -272,15 +292,15 @@ class OpenAIBackend(HttpBackend):
 
     async def _chat(self, body: Json, request: ChatRequest) -> Completion:
         async def once() -> Completion:
-            data = await self._generate(f"{self._api}/chat/completions", body)
-            return read_chat(data, request, self.host, self.model)
+            data = await self._generate(f"{self._api}/chat/completions", body, request)
+            return read_chat(data, request, self.host, self.model, self.vocab)
 
         return await self.retrying(once)
 
-    async def _generate(self, url: str, body: Json) -> Json:
+    async def _generate(self, url: str, body: Json, request: ChatRequest) -> Json:
         """The whole answer to one generation request; an ``{"error": …}`` object sent with
         status 200 is a failure (`Overloaded` when its code is 429 or 503)."""
-        data = await self.request_json("POST", url, body)
+        data = await self.request_json("POST", url, body, limit=self.limit_for(request))
         error = data.get("error")
         if error is None:
             return data
@@ -304,6 +324,7 @@ class OpenAIBackend(HttpBackend):
                 f"{self.host} closed the assistant message instead of continuing it: "
                 "start llama-server without --no-prefill-assistant"
             )
+        vocab = await self._vocab_known()
         ids = await shared(self.model).going_on(
             await self._tokenize(prompt, add_special=True),
             lambda text: self._tokenize(text, add_special=False),
@@ -325,8 +346,8 @@ class OpenAIBackend(HttpBackend):
         url = "/completion"
 
         async def once() -> Completion:
-            data = await self._generate(url, body)
-            return read_native(data, request, ids, self.host, self.model)
+            data = await self._generate(url, body, request)
+            return read_native(data, request, ids, self.host, self.model, vocab)
 
         completion = await self.retrying(once)
         sequence = ids + (completion.completion_ids or [])
@@ -338,7 +359,7 @@ class OpenAIBackend(HttpBackend):
         ids = _ids(tokens.get("tokens"), self.host)
         if ids is None:
             raise ProtocolError(f"{self.host} sent no token ids from /tokenize")
-        return ids
+        return check_ids(ids, self.vocab, self.host, "prompt token")
 
     async def _detokenize(self, ids: list[int]) -> str:
         content = (await self.post_json("/detokenize", {"tokens": ids})).get("content")
@@ -373,8 +394,11 @@ def openai_messages(messages: Sequence[ChatMessage]) -> list[Json]:
     return out
 
 
-def read_chat(data: Json, request: ChatRequest, host: str, model: str) -> Completion:
-    """A ``chat.completion`` object as a `Completion` (its first choice)."""
+def read_chat(
+    data: Json, request: ChatRequest, host: str, model: str, vocab: int | None = None
+) -> Completion:
+    """A ``chat.completion`` object as a `Completion` (its first choice); token ids outside a
+    vocabulary of ``vocab`` (`check_ids`) refuse it."""
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProtocolError(f"{host} sent a chat completion without choices")
@@ -388,10 +412,14 @@ def read_chat(data: Json, request: ChatRequest, host: str, model: str) -> Comple
         finish = "tool_calls"
     prompt_ids = _ids(data.get("prompt_token_ids"), host)
     ids = _ids(choice.get("token_ids"), host) if prompt_ids is not None else None
+    if prompt_ids is not None and ids is not None:
+        check_ids(prompt_ids, vocab, host, "prompt token")
+        check_ids(ids, vocab, host)
     logprobs = None
     if request.logprobs:
         entries = _dict(choice.get("logprobs"), "logprobs", host).get("content")
         logprobs = _logprobs(entries, ids, request.top_logprobs, host)
+        check_logprob_ids(logprobs, vocab, host)
     usage = _dict(data.get("usage"), "usage", host)
     prompt_s, generation_s = _seconds(_dict(data.get("timings"), "timings", host))
     return Completion(
@@ -413,16 +441,24 @@ def read_chat(data: Json, request: ChatRequest, host: str, model: str) -> Comple
 
 
 def read_native(
-    data: Json, request: ChatRequest, prompt_ids: list[int], host: str, model: str
+    data: Json,
+    request: ChatRequest,
+    prompt_ids: list[int],
+    host: str,
+    model: str,
+    vocab: int | None = None,
 ) -> Completion:
     """A llama.cpp ``/completion`` answer (``return_tokens``) as a `Completion`: the text, every
-    sampled id (the stop string's and the end of turn's included) and the probabilities."""
+    sampled id (the stop string's and the end of turn's included) and the probabilities;
+    token ids outside a vocabulary of ``vocab`` (`check_ids`) refuse it."""
     ids = _ids(data.get("tokens"), host)
     if ids is None:
         raise ProtocolError(f"{host} sent no token ids from /completion: is llama.cpp too old?")
+    check_ids(ids, vocab, host)
     logprobs = None
     if request.logprobs:
         logprobs = _logprobs(data.get("completion_probabilities"), None, request.top_logprobs, host)
+        check_logprob_ids(logprobs, vocab, host)
     prompt_s, generation_s = _seconds(_dict(data.get("timings"), "timings", host))
     return Completion(
         content=_text(data.get("content"), host),

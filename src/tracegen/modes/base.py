@@ -20,14 +20,14 @@ from tracegen.episode.assembly import assemble
 from tracegen.episode.limits import EpisodeEnded, backend_failure
 from tracegen.episode.session import Session
 from tracegen.episode.spec import EpisodeSpec
-from tracegen.errors import AuthError, BackendError, BadRequest, ModelNotFound
+from tracegen.errors import AuthError, BackendError, BadRequest, ModelNotFound, UnreadableServer
 from tracegen.llm.base import Backend
 from tracegen.llm.grammar import Grammar
 from tracegen.parsing.program import defines
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import Trace, TraceError
 
-FATAL_BACKEND_ERRORS = (ModelNotFound, AuthError, BadRequest)
+FATAL_BACKEND_ERRORS = (ModelNotFound, AuthError, BadRequest, UnreadableServer)
 
 
 class Mode(Protocol):

@@ -1,0 +1,216 @@
+"""Both server backends against stand-ins misbehaving at the HTTP level on demand
+(`tests.support.hostile_wire`): what the RFC forbids, an answer in a format not asked for and
+impossible token ids are refused and retried, never taken as data; an answer without end stops
+at its limit and a dripped one at the request's deadline; gzip is decoded; a late answer never
+answers the next request; a server that only answers what cannot be read is asked no more."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from tests.support.backends import QUICK_RETRIES
+from tests.support.fake_model import FakeModel, Fault
+from tests.support.fake_ollama import FakeOllama
+from tests.support.fake_openai import FakeOpenAI
+from tracegen.errors import (
+    AnswerTooLarge,
+    BackendTimeout,
+    ConfigError,
+    ImpossibleTokenId,
+    ProtocolError,
+    UnreadableServer,
+)
+from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
+from tracegen.llm.http import ANSWER_FLOOR_BYTES, HttpBackend, answer_limit
+from tracegen.llm.ollama import OllamaBackend
+from tracegen.llm.openai import OpenAIBackend
+from tracegen.schema import ChatMessage
+
+KINDS = ["ollama", "vllm", "llamacpp"]
+REFUSED = [
+    "bad-chunk",
+    "conflicting-lengths",
+    "status-2001",
+    "http-1.9",
+    "bogus-transfer-encoding",
+    "bare-lf",
+    "event-stream",
+]
+
+
+@contextmanager
+def serving(kind: str, **options: Any) -> Iterator[tuple[FakeModel, HttpBackend, list[str]]]:
+    """The stand-in of ``kind``, and a backend for it that tells its retries in a list."""
+    retries: list[str] = []
+    opts: dict[str, Any] = {**QUICK_RETRIES, "on_retry": retries.append, **options}
+    server: FakeModel
+    if kind == "ollama":
+        server = FakeOllama().start()
+        backend: HttpBackend = OllamaBackend(server.url, "test-model", **opts)
+    else:
+        server = FakeOpenAI(kind).start()
+        info = ServerInfo(kind=kind, name=kind, version="")
+        backend = OpenAIBackend(server.url, "test-model", server=info, **opts)
+    server.set_responder(lambda path, body: "the answer")
+    try:
+        yield server, backend, retries
+    finally:
+        server.stop()
+
+
+def ask(n: int = 0) -> ChatRequest:
+    return ChatRequest(messages=[ChatMessage(role="user", content=f"question {n}")])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", REFUSED)
+async def test_what_cannot_be_read_is_refused_showing_its_first_bytes_then_retried(
+    kind: str, name: str
+) -> None:
+    with serving(kind) as (server, backend, retries):
+        server.fail_next(Fault("wire", message=name))
+        started = time.monotonic()
+        completion = await backend.chat(ask())
+        await backend.aclose()
+    assert completion.content == "the answer"
+    assert time.monotonic() - started < 2.0
+    (retry,) = retries
+    assert "it began: b'" in retry, retry
+
+
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
+async def test_impossible_token_ids_are_an_error_never_data(kind: str) -> None:
+    with serving(kind) as (server, backend, retries):
+        server.fail_next(Fault("wire", message="impossible-ids"))
+        completion = await backend.chat(ask())
+        server.fail_randomly(1.0, [Fault("wire", message="impossible-ids")], seed=1)
+        with pytest.raises(ImpossibleTokenId, match="id -5, outside"):
+            await backend.chat(ask())
+        await backend.aclose()
+    assert completion.completion_ids and min(completion.completion_ids) >= 0
+    assert "id -5, outside" in retries[0]
+    if kind == "llamacpp":  # the vocabulary the server reports bounds the ids
+        assert isinstance(backend, OpenAIBackend) and backend.vocab == 151_936
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["endless-chunked", "huge-body"])
+async def test_an_answer_without_end_stops_at_the_limit(kind: str, name: str) -> None:
+    with serving(kind, max_answer_bytes=1 << 20) as (server, backend, retries):
+        server.fail_next(Fault("wire", message=name))
+        started = time.monotonic()
+        assert (await backend.chat(ask())).content == "the answer"
+        await backend.aclose()
+    assert time.monotonic() - started < 2.0
+    assert "larger than 1,048,576 bytes" in retries[0]
+
+
+async def test_the_answer_limit_comes_from_max_tokens() -> None:
+    with serving("vllm") as (server, backend, _):
+        server.fail_randomly(1.0, [Fault("wire", message="endless-chunked")], seed=1)
+        with pytest.raises(AnswerTooLarge, match="TRACEGEN_MAX_ANSWER_BYTES"):
+            await backend.chat(ask())
+        await backend.aclose()
+    assert backend.limit_for(ask()) < 32 << 20
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_dripped_answer_times_out_at_the_deadline(kind: str) -> None:
+    with serving(kind, timeout_s=1.0, max_attempts=1) as (server, backend, _):
+        server.fail_next(Fault("wire", message="slow-drip", seconds=0.2))
+        started = time.monotonic()
+        with pytest.raises(BackendTimeout):
+            await backend.chat(ask())
+        await backend.aclose()
+    assert 0.9 < time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_gzip_answer_is_decoded(kind: str) -> None:
+    with serving(kind) as (server, backend, retries):
+        server.fail_next(Fault("wire", message="gzip"))
+        assert (await backend.chat(ask())).content == "the answer"
+        await backend.aclose()
+    assert retries == []
+    assert all(h.get("accept-encoding") == "identity" for _, _, h in server.requests)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_late_answer_never_answers_the_next_request(kind: str) -> None:
+    """Each answer is sent again 30 ms later on the same connection."""
+    with serving(kind) as (server, backend, _):
+        server.set_responder(lambda path, body: f"answer {orjson_text(body)}")
+        server.fail_randomly(1.0, [Fault("wire", message="late-answer")], seed=1)
+        answers = []
+        for n, pause in enumerate((0.0, 0.0, 0.04, 0.0, 0.1, 0.01, 0.0)):
+            answers.append((await backend.chat(ask(n))).content)
+            time.sleep(pause)
+        await backend.aclose()
+    assert answers == [f"answer question {n}" for n in range(7)]
+
+
+def orjson_text(body: dict[str, Any]) -> str:
+    """The user's question in a chat request (either wire format) or a raw prompt."""
+    if "messages" in body:
+        return str(body["messages"][-1]["content"])
+    prompt = str(body.get("prompt", ""))
+    return prompt.split("question ", 1)[1].split("<", 1)[0].join(("question ", ""))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_server_answering_only_what_cannot_be_read_is_asked_no_more(kind: str) -> None:
+    with serving(kind) as (server, backend, _):
+        server.fail_randomly(1.0, [Fault("wire", message="event-stream")], seed=1)
+        with pytest.raises(ProtocolError):
+            await backend.chat(ask())  # 3 attempts
+        with pytest.raises(UnreadableServer, match=r"5 answers in a row to .* it began: b'data: "):
+            await backend.chat(ask())  # 2 more
+        with pytest.raises(UnreadableServer):
+            await backend.chat(ask())  # none
+        await backend.aclose()
+    assert sum(server.faults_injected.values()) == 5
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_limit_from_max_tokens_holds_a_full_answer_without_its_floor(kind: str) -> None:
+    """A reply of ``max_tokens`` tokens with 20 alternatives each fits in the per-token part
+    of `answer_limit` alone: the limit is generous before its floor is counted."""
+    tokens = 400
+    request = ChatRequest(
+        messages=[ChatMessage(role="user", content="q")],
+        options=SamplingOptions(max_tokens=tokens),
+        top_logprobs=20,
+    )
+    with serving(kind) as (server, backend, _):
+        server.set_responder(lambda path, body: " é\\n" * (tokens * 2))
+        sizes: list[int] = []
+        original = backend._transport.request
+
+        async def measured(*args: Any) -> Any:
+            answer = await original(*args)
+            sizes.append(len(answer.body))
+            return answer
+
+        backend._transport.request = measured  # type: ignore[method-assign]
+        completion = await backend.chat(request)
+        await backend.aclose()
+    assert completion.completion_tokens >= tokens - 1
+    assert max(sizes) < answer_limit(request) - ANSWER_FLOOR_BYTES, sizes
+
+
+def test_max_answer_bytes_is_a_setting_every_backend_takes() -> None:
+    from tracegen.config import RunSettings, load_settings
+    from tracegen.llm.factory import backend_for
+
+    env = {"TRACEGEN_MAX_ANSWER_BYTES": "5000000"}
+    settings = load_settings(RunSettings, {"model": "m"}, env=env)
+    for kind in ("ollama", "openai"):
+        backend = backend_for(settings, "http://gpu1:8000", kind=kind)
+        assert isinstance(backend, HttpBackend) and backend.limit_for(ask()) == 5_000_000
+    with pytest.raises(ConfigError, match=r"max-answer-bytes .* 1024"):
+        load_settings(RunSettings, {"model": "m"}, env={"TRACEGEN_MAX_ANSWER_BYTES": "10"})
