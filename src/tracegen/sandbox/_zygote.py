@@ -62,6 +62,7 @@ _PROBER_PRIVILEGED = 72
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_CLONE_NEWIPC = 0x08000000
 _MB = 1024 * 1024
 _FD = struct.Struct("i")
 _FORK = struct.Struct("=cQIB")  # b"f", run id, uid, tests?
@@ -250,9 +251,59 @@ def _confinement(config: dict[str, Any]) -> tuple[_confine.Confinement, set[int]
         read_only=read_only,
         files=files,
         seccomp=bool(config.get("seccomp")),
-        drop_caps=config.get("namespaces") == "user",
+        drop_caps=config.get("namespaces") == "user" or bool(config.get("drop_caps")),
     )
     return confinement, {*read_only, *(fd for fd, _ in files)}
+
+
+# ------------------------------------------------------------------ SysV IPC
+
+
+def _ipc_limits(memory_mb: int) -> list[tuple[str, bytes]]:
+    """The sysctls of an execution's IPC namespace: what its SysV objects may hold.
+
+    Shared memory at most ``memory_mb`` in all (what it may have attached at once anyway),
+    64 segments; 16 message queues of the kernel's default 16 kB; 16 semaphore sets.
+    """
+    pages = memory_mb * _MB // os.sysconf("SC_PAGE_SIZE")
+    return [
+        ("/proc/sys/kernel/shmmax", b"%d" % (memory_mb * _MB)),
+        ("/proc/sys/kernel/shmall", b"%d" % pages),
+        ("/proc/sys/kernel/shmmni", b"64"),
+        ("/proc/sys/kernel/msgmni", b"16"),
+        ("/proc/sys/kernel/sem", b"64 1024 64 16"),  # per set, in all, per call, sets
+    ]
+
+
+def _ipc_per_execution(limits: list[tuple[str, bytes]]) -> list[tuple[str, bytes]] | None:
+    """Whether each execution can get an IPC namespace of its own here, tried in a child.
+
+    ``None``: it cannot (no ``CAP_SYS_ADMIN``: rlimit-only without root). Else the sysctls
+    of ``limits`` its children can write there: all of them (root), or none (a user
+    namespace, where they belong to the host's root).
+    """
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            if _libc.unshare(_CLONE_NEWIPC) == 0:
+                code = 1
+                _write_sysctls(limits)
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return limits if code == 0 else [] if code == 1 else None
+
+
+def _write_sysctls(files: list[tuple[str, bytes]]) -> None:
+    for path, value in files:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, value)
+        finally:
+            os.close(fd)
 
 
 # ------------------------------------------------------------------ the zygote
@@ -307,6 +358,9 @@ class Zygote:
         self.prober_uid = int(config["prober_uid"]) if self.drop else -1
         self.workbase = config["workbase"]
         self.limits: dict[str, int] = config["limits"]
+        # SysV shared memory, message queues and semaphores die with the execution's own
+        # IPC namespace, unseen by any other; the host's memory is not theirs to keep.
+        self.ipc = _ipc_per_execution(_ipc_limits(self.limits["memory_mb"]))
         os.environ.clear()
         os.environ.update(config["env"])
         self.prefix_fd = -1
@@ -537,6 +591,10 @@ class Zygote:
         for name, limit in self.rlimits[judge]:
             resource.setrlimit(name, limit)
         os.chdir(workdir)
+        if self.ipc is not None and not judge:
+            if _libc.unshare(_CLONE_NEWIPC) != 0:
+                raise OSError("unshare(CLONE_NEWIPC)")
+            _write_sysctls(self.ipc)
         if self.drop:
             os.setgroups([])
             os.setresgid(uid, uid, uid)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tracegen.errors import SandboxError
 from tracegen.sandbox import _wire
+from tracegen.sandbox._confine import seccomp_supported
 from tracegen.sandbox.base import IsolationChoice, IsolationName, SandboxLimits
 from tracegen.sandbox.isolation import (
     SAFE_ENV,
@@ -213,7 +214,7 @@ class _Zygote:
             "workbase": workbase,
             "env": SAFE_ENV,
             "remap_prefix": self.isolation != "bwrap" and self.root and prefix_hidden_from_others(),
-            "confine": builtin_layers().zygote_config() if self.isolation == "builtin" else {},
+            "confine": self._confinement(),
         }
         command = sandbox_command("tracegen.sandbox._zygote.main", config=config)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
@@ -248,6 +249,15 @@ class _Zygote:
         self.alive = True
         loop.add_reader(ours.fileno(), self._on_message)
         self.outputs = _Outputs(loop)
+
+    def _confinement(self) -> dict[str, Any]:
+        """What the zygote's children apply: the built-in isolation's layers; under bwrap
+        the seccomp filter, and dropping the capabilities bwrap's user namespace gave."""
+        if self.isolation == "builtin":
+            return builtin_layers().zygote_config()
+        if self.isolation == "bwrap":
+            return {"seccomp": seccomp_supported(), "drop_caps": not self.root}
+        return {}
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:

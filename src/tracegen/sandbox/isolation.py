@@ -82,7 +82,8 @@ def process_uids(pid: int | None = None) -> range:
 
 SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache")
-ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
+ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN")
+"""Under bubblewrap as root; SYS_ADMIN gives each execution an IPC namespace of its own."""
 _BWRAP_DETAIL = "bubblewrap: no network, read-only system directories, private /tmp, own PIDs"
 _RLIMIT_DETAIL = "rlimits and process-group kill only: no network or filesystem isolation"
 _INSTALL = (
@@ -125,7 +126,9 @@ def bwrap_command(bwrap: str, root: bool) -> list[str]:
         for cap in ZYGOTE_CAPS:
             args += ["--cap-add", f"CAP_{cap}"]
     else:
-        args += ["--unshare-all"]
+        # Capabilities over bwrap's user namespace only, which every child drops (after
+        # taking an IPC namespace of its own).
+        args += ["--unshare-all", "--cap-add", "CAP_SYS_ADMIN"]
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
     for d in _python_dirs():
@@ -236,7 +239,7 @@ class BuiltinLayers:
             scope = ", no signals out" if self.landlock >= 6 else ""
             parts.append(f"landlock ABI {self.landlock} (fs read-only except own dir{scope})")
         if self.seccomp:
-            parts.append("seccomp (no unix sockets)")
+            parts.append("seccomp (no unix sockets, no new namespaces)")
         return ", ".join([*parts, "rlimits"])
 
     def zygote_config(self) -> dict[str, Any]:
