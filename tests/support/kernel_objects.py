@@ -5,12 +5,14 @@ unix sockets; and the ordinary code the seccomp filter must leave alone. Each pr
 from __future__ import annotations
 
 SHM_MB = 200
+SHM_KEYS = (0x7ACE1, 0x7ACE2, 0x7ACE3)
+QUEUE_KEY, SEMAPHORES_KEY = 0x7ACE4, 0x7ACE5
 SHM_LEFT = f"""
 import ctypes, json
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
 made = []
-for key in (0x7ACE1, 0x7ACE2, 0x7ACE3):
+for key in {SHM_KEYS!r}:
     shmid = libc.shmget(key, {SHM_MB} << 20, 0o1666)
     if shmid < 0:
         continue

@@ -875,8 +875,47 @@ class Forker:
             killed = self.live.pop(pid, None)
             if killed is not None:  # else an orphan of an execution
                 cpu_s = usage.ru_utime + usage.ru_stime
+                if not self.zygote.drop:
+                    self._kill_strays()
                 alone = self.zygote.drop and self._alone()  # only uids are ever probed
                 os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed, alone))
+
+    def _children(self) -> list[int] | None:
+        """The forker's children (zombies included); ``None`` where the kernel does not say."""
+        try:
+            fd = os.open("/proc/thread-self/children", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return [int(pid) for pid in b"".join(chunks).split()]
+
+    def _kill_strays(self) -> None:
+        """Without uids of their own (tracegen not run as root), kill every process left by an
+        execution: every child of the forker that is not a running execution's process.
+
+        A process whose parent has ended is reparented to the forker (the executions'
+        subreaper), a daemon that left its execution's session included: it is killed when
+        an execution ends, before that end is reported (it would hold the execution's
+        pipes open, and outlive tracegen), whichever execution it came from. Its own
+        children are reparented to the forker in turn, and killed in the next round; a
+        process with ``SIGKILL`` pending can no longer fork, so the rounds end.
+        """
+        for _ in range(10_000):
+            children = self._children()
+            strays = [pid for pid in children or () if pid not in self.live]
+            if not strays:
+                return
+            for pid in strays:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in strays:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
 
     def _alone(self) -> bool:
         """Whether every child of the forker is a running execution's process.
