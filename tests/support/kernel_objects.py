@@ -17,6 +17,8 @@ for key in {SHM_KEYS!r}:
     if shmid < 0:
         continue
     address = libc.shmat(shmid, None, 0)
+    if address in (None, 2**64 - 1):  # (void *) -1: not attached
+        continue
     ctypes.memset(address, 0x5A, {SHM_MB} << 20)
     libc.shmdt(ctypes.c_void_p(address))
     made.append(shmid)

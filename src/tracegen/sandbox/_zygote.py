@@ -262,14 +262,12 @@ def _confinement(config: dict[str, Any]) -> tuple[_confine.Confinement, set[int]
 def _ipc_limits(memory_mb: int) -> list[tuple[str, bytes]]:
     """The sysctls of an execution's IPC namespace: what its SysV objects may hold.
 
-    Shared memory at most ``memory_mb`` in all (what it may have attached at once anyway),
-    64 segments; 16 message queues of the kernel's default 16 kB; 16 semaphore sets.
+    Shared memory at most ``memory_mb`` in all (what it may have attached at once anyway);
+    16 message queues of the kernel's default 16 kB; 16 sets of at most 64 semaphores.
     """
     pages = memory_mb * _MB // os.sysconf("SC_PAGE_SIZE")
     return [
-        ("/proc/sys/kernel/shmmax", b"%d" % (memory_mb * _MB)),
         ("/proc/sys/kernel/shmall", b"%d" % pages),
-        ("/proc/sys/kernel/shmmni", b"64"),
         ("/proc/sys/kernel/msgmni", b"16"),
         ("/proc/sys/kernel/sem", b"64 1024 64 16"),  # per set, in all, per call, sets
     ]
@@ -361,6 +359,8 @@ class Zygote:
         # SysV shared memory, message queues and semaphores die with the execution's own
         # IPC namespace, unseen by any other; the host's memory is not theirs to keep.
         self.ipc = _ipc_per_execution(_ipc_limits(self.limits["memory_mb"]))
+        # Bound here: looked up in a child, the function would be made there, page by page.
+        self.unshare_ipc = (_libc.unshare, ctypes.c_int(_CLONE_NEWIPC))
         os.environ.clear()
         os.environ.update(config["env"])
         self.prefix_fd = -1
@@ -592,7 +592,8 @@ class Zygote:
             resource.setrlimit(name, limit)
         os.chdir(workdir)
         if self.ipc is not None and not judge:
-            if _libc.unshare(_CLONE_NEWIPC) != 0:
+            unshare, flags = self.unshare_ipc
+            if unshare(flags) != 0:
                 raise OSError("unshare(CLONE_NEWIPC)")
             _write_sysctls(self.ipc)
         if self.drop:
@@ -926,16 +927,9 @@ class Forker:
         of a process that exits stays a child until the forker reaps it. If this cannot
         be read (a kernel without ``/proc/PID/task/TID/children``), nothing is assumed.
         """
-        try:
-            fd = os.open("/proc/thread-self/children", os.O_RDONLY)
-        except OSError:
-            return False
-        try:
-            children = os.read(fd, 1 << 16)
-        finally:
-            os.close(fd)
+        children = self._children()
         live = self.live
-        return len(children) < 1 << 16 and all(int(pid) in live for pid in children.split())
+        return children is not None and all(pid in live for pid in children)
 
 
 def _serve_judge(sock: socket.socket) -> None:
