@@ -27,8 +27,7 @@ from tracegen.sandbox.base import IsolationChoice, IsolationName, SandboxLimits
 from tracegen.sandbox.isolation import (
     SAFE_ENV,
     builtin_layers,
-    bwrap_command,
-    bwrap_path,
+    bwrap_prefix,
     count_own_processes,
     detect_isolation,
     give_back_uid,
@@ -201,7 +200,7 @@ class _Zygote:
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if self.isolation == "bwrap":
-            prefix, workbase = bwrap_command(bwrap_path(), self.root), "/tmp"
+            prefix, workbase = bwrap_prefix(self.root), "/tmp"
         else:
             self._workbase = workbase = tempfile.mkdtemp(prefix="tracegen-sandbox-")
             prefix = []
