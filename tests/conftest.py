@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from tests.support.fake_ollama import FakeOllama
 from tests.support.llamacpp import smollm2_gguf, start_server
+from tests.support.system_tools import MISSING, REQUIRE, tools_required
 from tests.support.traces import write_traces
 from tests.support.traces_factory import all_shapes
 from tracegen.errors import TracegenError
@@ -21,6 +22,16 @@ from tracegen.llm.packaged import DEFAULT_MODEL, find_model
 from tracegen.schema import Trace
 
 PROBLEM_FILES = Path(__file__).resolve().parent / "data" / "problems"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under ``TRACEGEN_REQUIRE_SYSTEM_TOOLS=1`` a test skipped for a missing tool fails."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and tools_required() and MISSING in str(report.longrepr):
+        report.outcome = "failed"
+        report.longrepr = f"{REQUIRE}=1 and {report.longrepr!s}"
 
 
 @pytest.fixture

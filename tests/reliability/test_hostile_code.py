@@ -14,6 +14,13 @@ import orjson
 import pytest
 
 from tests.support.fake_ollama import FakeOllama, Reply
+from tests.support.kernel_objects import (
+    QUEUE_KEY,
+    QUEUE_LEFT,
+    SEMAPHORES_KEY,
+    SHM_KEYS,
+    SHM_LEFT,
+)
 from tests.support.runs import child_env, command, tracegen
 from tests.support.sandboxes import sandbox_processes
 from tests.support.scenarios import (
@@ -82,6 +89,7 @@ def hostile_programs(port: int, targets: list[Path]) -> dict[str, tuple[str, set
         ),
         "exit-before-tests": ("import sys\nsys.exit(0)\n", {"error"}),
         "forged-channel": (FORGED, {"error"}),
+        "sysv-leftovers": (SHM_LEFT + QUEUE_LEFT + WRONG, {"failed"}),
     }
 
 
@@ -143,6 +151,7 @@ def test_hostile_programs_fail_with_their_status_and_leave_the_machine_untouched
     assert wait_until_gone(spawned) == set(), "the run left processes running"
     assert sandbox_processes(proc.pid) == [], "generated code left processes running"
     assert [t for t in targets if t.exists() or Path(f"{t}.sh").exists()] == []
+    assert _sysv_keys_left() == set(), "SysV objects of a generated program outlived its run"
 
     (honest,) = read_jsonl(out)
     assert (honest["problem_id"], honest["verdict"]["status"]) == ("honest", "ok")
@@ -152,6 +161,16 @@ def test_hostile_programs_fail_with_their_status_and_leave_the_machine_untouched
     wrong = {name: v for name, v in verdicts.items() if v not in hostile[name]}
     assert wrong == {}, f"{len(hostile)} hostile programs under {isolation}"
     assert all(r["error"] is None and not r["success"] for r in read_jsonl(rejects))
+
+
+def _sysv_keys_left() -> set[int]:
+    """The keys of `SHM_LEFT` and `QUEUE_LEFT` still in use in this IPC namespace."""
+    ours = {*SHM_KEYS, QUEUE_KEY, SEMAPHORES_KEY}
+    found = set()
+    for kind in ("shm", "msg", "sem"):
+        for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]:
+            found.add(int(line.split()[0]))
+    return found & ours
 
 
 FEEDBACK_ATTACKS = {

@@ -8,15 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.system_tools import NEEDS_BWRAP
 from tracegen.sandbox import SandboxLimits
 from tracegen.sandbox.isolation import judge_uid, process_uids
 
-ISOLATIONS = ["bwrap", "builtin", "rlimit"]
+ISOLATIONS = [pytest.param("bwrap", marks=NEEDS_BWRAP), "builtin", "rlimit"]
+"""Every isolation, as test parameters: bubblewrap's tests skip where it is missing."""
 EACH_ISOLATION = [
-    pytest.param(name, marks=() if name == "builtin" else pytest.mark.slow) for name in ISOLATIONS
+    pytest.param("bwrap", marks=[NEEDS_BWRAP, pytest.mark.slow]),
+    pytest.param("builtin"),
+    pytest.param("rlimit", marks=pytest.mark.slow),
 ]
-"""`ISOLATIONS` as test parameters: the fast tier runs tracegen's own isolation (``builtin``),
-the slow one bubblewrap and rlimit-only too."""
+"""`ISOLATIONS` for the fast tier: tracegen's own isolation (``builtin``) only; the slow
+tier runs bubblewrap and rlimit-only too."""
 LIMITS = SandboxLimits(timeout_s=2.0, cpu_s=2, memory_mb=512, processes=16, output_bytes=10_000)
 
 

@@ -7,19 +7,19 @@ Screenshots go to the test's temporary folder; the one kept as ``docs/report.png
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.browser import CHROMIUM, Browser
+from tests.support.browser import Browser
+from tests.support.system_tools import NEEDS_CHROMIUM
 from tests.support.traces import every_mode_and_failure, night_of_traces, write_traces
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="chromium is not installed"),
+    NEEDS_CHROMIUM,
 ]
 
 ROWS = "document.querySelectorAll('#trace-list tr').length"

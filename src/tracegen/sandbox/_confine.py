@@ -14,9 +14,10 @@ Standard library only: the sandbox's zygote runs it under ``python -I -S`` (see
   only beneath the read-only paths and write only beneath their own directory; no TCP bind
   or connect; no signal to, nor abstract unix socket of, a process outside their own
   domain (so a program cannot kill or debug the judge, the zygote or tracegen). Last a
-  seccomp filter: ``socket(AF_UNIX, ...)`` and ``io_uring_setup`` fail, so sockets of the
-  host's services (D-Bus, Docker...) cannot be reached by path, which Landlock before
-  ABI 9 does not govern.
+  seccomp filter (`_seccomp_program`): ``socket(AF_UNIX, ...)``, ``socketpair``,
+  ``io_uring_setup`` and new namespaces fail, so sockets of the host's services (D-Bus,
+  Docker...) cannot be reached by path, which Landlock before ABI 9 does not govern, and
+  the kernel code behind user namespaces is out of reach.
 """
 
 from __future__ import annotations
@@ -61,11 +62,23 @@ _PR_SET_SECCOMP = 22
 _PR_SET_NO_NEW_PRIVS = 38
 _SECCOMP_MODE_FILTER = 2
 _AF_UNIX = 1
+_CLONE_NEWTIME = 0x00000080  # unshare's; in clone's flags these bits are the exit signal
+_NAMESPACES = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 _SECCOMP_ARCH = {
-    # machine: (AUDIT_ARCH, socket, io_uring_setup, the x32 bit to refuse or 0)
-    "x86_64": (0xC000003E, 41, 425, 0x40000000),
-    "aarch64": (0xC00000B7, 198, 425, 0),
-}
+    # machine: (AUDIT_ARCH, the x32 bit to refuse or 0, system call numbers)
+    "x86_64": (
+        0xC000003E,
+        0x40000000,
+        {"socket": 41, "socketpair": 53, "clone": 56, "unshare": 272, "setns": 308,
+         "io_uring_setup": 425, "clone3": 435},
+    ),
+    "aarch64": (
+        0xC00000B7,
+        0,
+        {"socket": 198, "socketpair": 199, "clone": 220, "unshare": 97, "setns": 268,
+         "io_uring_setup": 425, "clone3": 435},
+    ),
+}  # fmt: skip
 
 _MACHINE = os.uname().machine
 _LINUX = sys.platform == "linux"
@@ -156,10 +169,30 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 
 def _seccomp_program() -> bytes:
-    """Refuse (EPERM) ``socket(AF_UNIX, ...)``, ``io_uring_setup`` and foreign-ABI calls."""
-    arch, nr_socket, nr_io_uring, x32 = _SECCOMP_ARCH[_MACHINE]
-    ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
+    """The filter: kernel surface generated code has no need for fails with ``EPERM``.
+
+    ``socket(AF_UNIX, ...)`` and ``socketpair`` (the host's services by path, descriptors
+    passed around), ``io_uring_setup``, new namespaces (``unshare`` or ``clone`` with a
+    ``CLONE_NEW*`` flag, ``setns``) and foreign-ABI calls. ``clone3`` fails with ``ENOSYS``:
+    its flags lie in memory a filter cannot read, and the C library then falls back to
+    ``clone``, whose flags it can (threads and forks pass no namespace flag).
+    """
+    arch, x32, nr = _SECCOMP_ARCH[_MACHINE]
+    ld_w_abs, jeq_k, jge_k, jset_k, ret_k = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow = 0x7FFF0000
+    deny, absent = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    arg0 = 16  # the low half of the first argument: an address family or the flags
+
+    def when_arg(number: int, test: int, k: int) -> list[bytes]:
+        """``number``'s calls fail when their first argument passes ``test`` with ``k``."""
+        return [
+            _bpf(jeq_k, number, jt=0, jf=4),
+            _bpf(ld_w_abs, arg0),
+            _bpf(test, k, jt=0, jf=1),
+            _bpf(ret_k, deny),
+            _bpf(ret_k, allow),
+        ]
+
     program = [
         _bpf(ld_w_abs, 4),  # arch
         _bpf(jeq_k, arch, jt=1),
@@ -167,14 +200,18 @@ def _seccomp_program() -> bytes:
         _bpf(ld_w_abs, 0),  # syscall number
         _bpf(jge_k, x32 or 0xFFFFFFFF, jt=0, jf=1),
         _bpf(ret_k, deny),
-        _bpf(jeq_k, nr_io_uring, jt=0, jf=1),
-        _bpf(ret_k, deny),
-        _bpf(jeq_k, nr_socket, jt=0, jf=3),
-        _bpf(ld_w_abs, 16),  # low half of the first argument: the address family
-        _bpf(jeq_k, _AF_UNIX, jt=0, jf=1),
-        _bpf(ret_k, deny),
-        _bpf(ret_k, allow),
     ]
+    for name, action in (
+        ("io_uring_setup", deny),
+        ("socketpair", deny),
+        ("setns", deny),
+        ("clone3", absent),
+    ):
+        program += [_bpf(jeq_k, nr[name], jt=0, jf=1), _bpf(ret_k, action)]
+    program += when_arg(nr["socket"], jeq_k, _AF_UNIX)
+    program += when_arg(nr["unshare"], jset_k, _NAMESPACES | _CLONE_NEWTIME)
+    program += when_arg(nr["clone"], jset_k, _NAMESPACES)
+    program.append(_bpf(ret_k, allow))
     return b"".join(program)
 
 
@@ -321,7 +358,10 @@ def probe(*, user: bool) -> dict[str, object]:
             socket.socket(socket.AF_UNIX).close()
             problems.append("seccomp did not refuse unix sockets")
         except PermissionError:
-            found["seccomp"] = True
+            if _libc.unshare(CLONE_NEWUSER) == 0:
+                problems.append("seccomp did not refuse new namespaces")
+            else:
+                found["seccomp"] = True
     else:
         problems.append(f"no seccomp filter for {_MACHINE}")
     return {**found, "problems": problems}

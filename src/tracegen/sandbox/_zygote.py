@@ -62,6 +62,7 @@ _PROBER_PRIVILEGED = 72
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_CLONE_NEWIPC = 0x08000000
 _MB = 1024 * 1024
 _FD = struct.Struct("i")
 _FORK = struct.Struct("=cQIB")  # b"f", run id, uid, tests?
@@ -250,9 +251,57 @@ def _confinement(config: dict[str, Any]) -> tuple[_confine.Confinement, set[int]
         read_only=read_only,
         files=files,
         seccomp=bool(config.get("seccomp")),
-        drop_caps=config.get("namespaces") == "user",
+        drop_caps=config.get("namespaces") == "user" or bool(config.get("drop_caps")),
     )
     return confinement, {*read_only, *(fd for fd, _ in files)}
+
+
+# ------------------------------------------------------------------ SysV IPC
+
+
+def _ipc_limits(memory_mb: int) -> list[tuple[str, bytes]]:
+    """The sysctls of an execution's IPC namespace: what its SysV objects may hold.
+
+    Shared memory at most ``memory_mb`` in all (what it may have attached at once anyway);
+    16 message queues of the kernel's default 16 kB; 16 sets of at most 64 semaphores.
+    """
+    pages = memory_mb * _MB // os.sysconf("SC_PAGE_SIZE")
+    return [
+        ("/proc/sys/kernel/shmall", b"%d" % pages),
+        ("/proc/sys/kernel/msgmni", b"16"),
+        ("/proc/sys/kernel/sem", b"64 1024 64 16"),  # per set, in all, per call, sets
+    ]
+
+
+def _ipc_per_execution(limits: list[tuple[str, bytes]]) -> list[tuple[str, bytes]] | None:
+    """Whether each execution can get an IPC namespace of its own here, tried in a child.
+
+    ``None``: it cannot (no ``CAP_SYS_ADMIN``: rlimit-only without root). Else the sysctls
+    of ``limits`` its children can write there: all of them (root), or none (a user
+    namespace, where they belong to the host's root).
+    """
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            if _libc.unshare(_CLONE_NEWIPC) == 0:
+                code = 1
+                _write_sysctls(limits)
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return limits if code == 0 else [] if code == 1 else None
+
+
+def _write_sysctls(files: list[tuple[str, bytes]]) -> None:
+    for path, value in files:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, value)
+        finally:
+            os.close(fd)
 
 
 # ------------------------------------------------------------------ the zygote
@@ -307,6 +356,11 @@ class Zygote:
         self.prober_uid = int(config["prober_uid"]) if self.drop else -1
         self.workbase = config["workbase"]
         self.limits: dict[str, int] = config["limits"]
+        # SysV shared memory, message queues and semaphores die with the execution's own
+        # IPC namespace, unseen by any other; the host's memory is not theirs to keep.
+        self.ipc = _ipc_per_execution(_ipc_limits(self.limits["memory_mb"]))
+        # Bound here: looked up in a child, the function would be made there, page by page.
+        self.unshare_ipc = (_libc.unshare, ctypes.c_int(_CLONE_NEWIPC))
         os.environ.clear()
         os.environ.update(config["env"])
         self.prefix_fd = -1
@@ -537,6 +591,11 @@ class Zygote:
         for name, limit in self.rlimits[judge]:
             resource.setrlimit(name, limit)
         os.chdir(workdir)
+        if self.ipc is not None and not judge:
+            unshare, flags = self.unshare_ipc
+            if unshare(flags) != 0:
+                raise OSError("unshare(CLONE_NEWIPC)")
+            _write_sysctls(self.ipc)
         if self.drop:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
@@ -817,8 +876,47 @@ class Forker:
             killed = self.live.pop(pid, None)
             if killed is not None:  # else an orphan of an execution
                 cpu_s = usage.ru_utime + usage.ru_stime
+                if not self.zygote.drop:
+                    self._kill_strays()
                 alone = self.zygote.drop and self._alone()  # only uids are ever probed
                 os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed, alone))
+
+    def _children(self) -> list[int] | None:
+        """The forker's children (zombies included); ``None`` where the kernel does not say."""
+        try:
+            fd = os.open("/proc/thread-self/children", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return [int(pid) for pid in b"".join(chunks).split()]
+
+    def _kill_strays(self) -> None:
+        """Without uids of their own (tracegen not run as root), kill every process left by an
+        execution: every child of the forker that is not a running execution's process.
+
+        A process whose parent has ended is reparented to the forker (the executions'
+        subreaper), a daemon that left its execution's session included: it is killed when
+        an execution ends, before that end is reported (it would hold the execution's
+        pipes open, and outlive tracegen), whichever execution it came from. Its own
+        children are reparented to the forker in turn, and killed in the next round; a
+        process with ``SIGKILL`` pending can no longer fork, so the rounds end.
+        """
+        for _ in range(10_000):
+            children = self._children()
+            strays = [pid for pid in children or () if pid not in self.live]
+            if not strays:
+                return
+            for pid in strays:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in strays:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
 
     def _alone(self) -> bool:
         """Whether every child of the forker is a running execution's process.
@@ -829,16 +927,9 @@ class Forker:
         of a process that exits stays a child until the forker reaps it. If this cannot
         be read (a kernel without ``/proc/PID/task/TID/children``), nothing is assumed.
         """
-        try:
-            fd = os.open("/proc/thread-self/children", os.O_RDONLY)
-        except OSError:
-            return False
-        try:
-            children = os.read(fd, 1 << 16)
-        finally:
-            os.close(fd)
+        children = self._children()
         live = self.live
-        return len(children) < 1 << 16 and all(int(pid) in live for pid in children.split())
+        return children is not None and all(pid in live for pid in children)
 
 
 def _serve_judge(sock: socket.socket) -> None:

@@ -22,12 +22,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tracegen.errors import SandboxError
 from tracegen.sandbox import _wire
+from tracegen.sandbox._confine import seccomp_supported
 from tracegen.sandbox.base import IsolationChoice, IsolationName, SandboxLimits
 from tracegen.sandbox.isolation import (
     SAFE_ENV,
     builtin_layers,
-    bwrap_command,
-    bwrap_path,
+    bwrap_prefix,
     count_own_processes,
     detect_isolation,
     give_back_uid,
@@ -200,7 +200,7 @@ class _Zygote:
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if self.isolation == "bwrap":
-            prefix, workbase = bwrap_command(bwrap_path(), self.root), "/tmp"
+            prefix, workbase = bwrap_prefix(self.root), "/tmp"
         else:
             self._workbase = workbase = tempfile.mkdtemp(prefix="tracegen-sandbox-")
             prefix = []
@@ -213,7 +213,7 @@ class _Zygote:
             "workbase": workbase,
             "env": SAFE_ENV,
             "remap_prefix": self.isolation != "bwrap" and self.root and prefix_hidden_from_others(),
-            "confine": builtin_layers().zygote_config() if self.isolation == "builtin" else {},
+            "confine": self._confinement(),
         }
         command = sandbox_command("tracegen.sandbox._zygote.main", config=config)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
@@ -248,6 +248,15 @@ class _Zygote:
         self.alive = True
         loop.add_reader(ours.fileno(), self._on_message)
         self.outputs = _Outputs(loop)
+
+    def _confinement(self) -> dict[str, Any]:
+        """What the zygote's children apply: the built-in isolation's layers; under bwrap
+        the seccomp filter, and dropping the capabilities bwrap's user namespace gave."""
+        if self.isolation == "builtin":
+            return builtin_layers().zygote_config()
+        if self.isolation == "bwrap":
+            return {"seccomp": seccomp_supported(), "drop_caps": not self.root}
+        return {}
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:

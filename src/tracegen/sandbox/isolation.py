@@ -82,7 +82,8 @@ def process_uids(pid: int | None = None) -> range:
 
 SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache")
-ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
+ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN")
+"""Under bubblewrap as root; SYS_ADMIN gives each execution an IPC namespace of its own."""
 _BWRAP_DETAIL = "bubblewrap: no network, read-only system directories, private /tmp, own PIDs"
 _RLIMIT_DETAIL = "rlimits and process-group kill only: no network or filesystem isolation"
 _INSTALL = (
@@ -114,8 +115,9 @@ def _python_dirs() -> list[str]:
     return out
 
 
-def bwrap_command(bwrap: str, root: bool) -> list[str]:
-    """bwrap's arguments up to ``--``: namespaces, read-only system, private /tmp."""
+def bwrap_command(bwrap: str, root: bool, *, caps: bool = True) -> list[str]:
+    """bwrap's arguments up to ``--``: namespaces, read-only system, private /tmp; without
+    root, ``caps``: capabilities over its user namespace (a setuid bwrap refuses them)."""
     args = [bwrap, "--die-with-parent", "--new-session"]
     if root:
         # No user namespace: the zygote is real root with a few capabilities and drops every
@@ -125,7 +127,9 @@ def bwrap_command(bwrap: str, root: bool) -> list[str]:
         for cap in ZYGOTE_CAPS:
             args += ["--cap-add", f"CAP_{cap}"]
     else:
-        args += ["--unshare-all"]
+        # Capabilities over bwrap's user namespace only, which every child drops (after
+        # taking an IPC namespace of its own).
+        args += ["--unshare-all", *(["--cap-add", "CAP_SYS_ADMIN"] if caps else [])]
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
     for d in _python_dirs():
@@ -148,27 +152,35 @@ def prefix_hidden_from_others() -> bool:
 
 
 @functools.cache
-def _bwrap_problem() -> tuple[str | None, str | None]:
-    """``(bwrap path, None)`` when bwrap runs the interpreter here, else ``(None, why not)``."""
+def _bwrap_problem() -> tuple[str | None, bool, str | None]:
+    """``(bwrap path, with capabilities, None)`` when bwrap runs the interpreter here, else
+    ``(None, False, why not)``. Without root, a bwrap that refuses capabilities over its
+    user namespace (a setuid one) runs without them, its executions without an IPC
+    namespace of their own."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return None, "bubblewrap (bwrap) is not installed"
-    cmd = [*bwrap_command(bwrap, running_as_root()), python_executable(), "-I", "-S", "-c", ""]
-    try:
-        done = subprocess.run(cmd, env=SAFE_ENV, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"bwrap cannot run: {e}"
-    if done.returncode != 0:
+        return None, False, "bubblewrap (bwrap) is not installed"
+    root = running_as_root()
+    problem = None
+    for caps in (True,) if root else (True, False):
+        cmd = [*bwrap_command(bwrap, root, caps=caps), python_executable(), "-I", "-S", "-c", ""]
+        try:
+            done = subprocess.run(cmd, env=SAFE_ENV, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, False, f"bwrap cannot run: {e}"
+        if done.returncode == 0:
+            return bwrap, caps, None
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        return None, f"bwrap cannot run here: {lines[-1]}"
-    return bwrap, None
+        problem = f"bwrap cannot run here: {lines[-1]}"
+    return None, False, problem
 
 
-def bwrap_path() -> str:
-    bwrap, problem = _bwrap_problem()
+def bwrap_prefix(root: bool) -> list[str]:
+    """The bwrap command the zygote starts under, as it runs here."""
+    bwrap, caps, problem = _bwrap_problem()
     if bwrap is None:
         raise SandboxError(problem or "bubblewrap is unusable")
-    return bwrap
+    return bwrap_command(bwrap, root, caps=caps)
 
 
 def _uid_note() -> str:
@@ -236,7 +248,7 @@ class BuiltinLayers:
             scope = ", no signals out" if self.landlock >= 6 else ""
             parts.append(f"landlock ABI {self.landlock} (fs read-only except own dir{scope})")
         if self.seccomp:
-            parts.append("seccomp (no unix sockets)")
+            parts.append("seccomp (no unix sockets, no new namespaces)")
         return ", ".join([*parts, "rlimits"])
 
     def zygote_config(self) -> dict[str, Any]:
@@ -281,7 +293,7 @@ def detect_isolation(choice: IsolationChoice | str = "auto") -> IsolationInfo:
         return IsolationInfo(name="rlimit", detail=_RLIMIT_DETAIL + _uid_note())
     why_not_bwrap = None
     if choice in ("auto", "bwrap"):
-        bwrap, why_not_bwrap = _bwrap_problem()
+        bwrap, _, why_not_bwrap = _bwrap_problem()
         if bwrap is not None:
             return IsolationInfo(
                 name="bwrap",
