@@ -1,4 +1,4 @@
-"""What the rest of tracegen may ask of the sandbox. Implementation: `tracegen.sandbox.executor`."""
+"""What the rest of tracegen may ask of the sandbox. Implementation: `tracegen.sandbox.runner`."""
 
 from __future__ import annotations
 

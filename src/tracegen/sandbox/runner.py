@@ -182,8 +182,10 @@ class _Done(NamedTuple):
         return cls(number[0], number[1], float(words[4]), words[5] == b"1", judge)
 
 
-class _Zygote:
-    """The warm interpreter that forks every execution (see `tracegen.sandbox._zygote`)."""
+class _ZygoteProcess:
+    """The sandbox's handle on the warm interpreter that forks every execution: it starts the
+    process, sends it requests and reads its reports (the process itself runs
+    `tracegen.sandbox._zygote.Zygote`)."""
 
     def __init__(self, isolation: IsolationName, root: bool, limits: dict[str, int]) -> None:
         self.isolation = isolation
@@ -380,7 +382,7 @@ class Sandbox:
         ) | {"processes": self._nproc}
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self._ids = itertools.count(1)
-        self._zygote: _Zygote | None = None
+        self._zygote: _ZygoteProcess | None = None
         self._zygote_lock = asyncio.Lock()
 
     @property
@@ -423,13 +425,13 @@ class Sandbox:
         raw = await self._execute("code", None, {"code": code})
         return _exec_result(raw, None)
 
-    async def _ensure_zygote(self) -> _Zygote:
+    async def _ensure_zygote(self) -> _ZygoteProcess:
         async with self._zygote_lock:
             if self._zygote is None or not self._zygote.alive:
                 if self._zygote is not None:
                     await self._zygote.close()
                     self._zygote = None
-                zygote = _Zygote(self.isolation, self._root, self._limits)
+                zygote = _ZygoteProcess(self.isolation, self._root, self._limits)
                 await zygote.start()
                 self._zygote = zygote
             return self._zygote
@@ -456,7 +458,7 @@ class Sandbox:
 
     async def _run(
         self,
-        zygote: _Zygote,
+        zygote: _ZygoteProcess,
         uid: int,
         mode: Literal["tests", "code"],
         candidate: bytes | None,
