@@ -1,4 +1,4 @@
-"""`run_episode`: the one way an episode runs — for the local scheduler, other executors and
+"""`run_episode`: the one way an episode runs — for the local executor, other executors and
 library users alike."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The local scheduler: episodes run concurrently in this process over a host pool, with one
+"""The local executor: episodes run concurrently in this process over a host pool, with one
 warm sandbox; how they are taken, recorded and interrupted is `tracegen.generate.executor`'s."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import Trace
 
 
-class LocalScheduler(Executor):
+class LocalExecutor(Executor):
     """Runs a plan's remaining episodes in this process."""
 
     sandbox: Sandbox
