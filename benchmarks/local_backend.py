@@ -32,12 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracegen.config import GenerationSettings
 from tracegen.data.prompts import load_prompt, task_message
-from tracegen.generate.episode import run_episode
+from tracegen.episode.engine import run_episode
 from tracegen.generate.plan import Plan
 from tracegen.jsonl import JsonlWriter
 from tracegen.llm.base import ChatRequest, SamplingOptions
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.packaged import PACKAGED, find_model
+from tracegen.modes import get_mode
 from tracegen.problems import load_problems
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import ChatMessage, Trace
@@ -127,7 +128,7 @@ async def quality(
 
         async def one(spec: Any) -> Trace:
             async with gate:
-                return await run_episode(spec, backend, sandbox)
+                return await run_episode(spec, get_mode(spec.settings.mode), backend, sandbox)
 
         traces = await asyncio.gather(*(one(s) for s in plan.specs(set())))
     if save is not None:

@@ -285,7 +285,7 @@ class PreviousActors:
 
 
 def _actor(number: int, answer: bytes) -> Any:
-    from tracegen.generate.cluster import _Actor
+    from tracegen.generate.ray_executor import _Actor
 
     node = f"{number:056x}"
     return _Actor(StandInHandle(answer), node, f"10.0.{number // 256}.{number % 256}", 1, number)
@@ -294,7 +294,7 @@ def _actor(number: int, answer: bytes) -> Any:
 def _answer() -> bytes:
     from tests.support.traces_factory import markers_trace
 
-    from tracegen.generate.cluster import Result
+    from tracegen.generate.ray_executor import Result
 
     trace = markers_trace(0, problem_id="stand-in")  # no key of the plan: nothing is skipped
     return pickle.dumps(Result(trace, None, 0, 1), protocol=5)
@@ -304,7 +304,7 @@ def choice_us(count: int, previous: bool, budget_s: float) -> float:
     """Microseconds of CPU per acquire + release at ``count`` actors, half of each share
     in flight."""
     from tracegen.config import RunSettings
-    from tracegen.generate.cluster import Actors, RunParts
+    from tracegen.generate.ray_executor import Actors, RunParts
 
     answer = _answer()
     slots = 4 * count
@@ -343,9 +343,9 @@ def driver_ms(count: int, episodes: int, previous: bool, tmp: Path) -> float:
 
     from tracegen.config import RunSettings
     from tracegen.data.prompts import load_prompt
-    from tracegen.generate.cluster import Actors, RayExecutor, RunParts
     from tracegen.generate.plan import Plan
     from tracegen.generate.progress import Reporter, RunStats
+    from tracegen.generate.ray_executor import Actors, RayExecutor, RunParts
     from tracegen.generate.runfiles import RunFiles
     from tracegen.llm.factory import backend_for
     from tracegen.llm.pool import HostPool

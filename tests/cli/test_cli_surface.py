@@ -41,7 +41,7 @@ def test_python_dash_m_runs_the_cli():
     assert "convert" in out.stdout
 
 
-HEAVY = ("httpx", "datasets", "pyarrow", "tracegen.generate.scheduler", "pydantic", "rich")
+HEAVY = ("httpx", "datasets", "pyarrow", "tracegen.generate.local_executor", "pydantic", "rich")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["stats", "--help"], ["convert", "--help"]])

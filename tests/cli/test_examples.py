@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_library_example_checks_references_generates_and_summarises(fake_ollama, tmp_path):
+def test_library_example_checks_references_runs_an_episode_generates_and_summarises(
+    fake_ollama, tmp_path
+):
     problems = load_problems("builtin", limit=3)
 
     def answer(path: str, body: dict) -> Reply:
@@ -43,4 +45,5 @@ def test_library_example_checks_references_generates_and_summarises(fake_ollama,
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert [line.split(":")[1].split()[0] for line in lines[:3]] == ["ok", "ok", "ok"]
+    assert lines[3] == f"episode {problems[0].id}: success True"
     assert lines[-1] == "traces: 3, successful: 3"

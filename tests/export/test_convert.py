@@ -19,7 +19,7 @@ from tests.support.traces_factory import (
     tool_feedback_trace,
 )
 from tracegen.cli import app
-from tracegen.export.conversion import ConvertOptions
+from tracegen.export.builder import ConvertOptions
 from tracegen.export.formats import CHAT, SHAREGPT, TRAINING, escape_tags, unescape_tags
 from tracegen.jsonl import iter_lines
 from tracegen.schema import Trace

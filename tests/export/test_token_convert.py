@@ -27,9 +27,9 @@ from tests.support.token_traces import (
 )
 from tests.support.traces import write_traces
 from tests.support.traces_factory import inline_tools_trace, markers_trace, tool_feedback_trace
-from tracegen.export.conversion import ConvertOptions
-from tracegen.export.convert import convert_file
-from tracegen.export.tokenizers import Tokenizer, load_tokenizer
+from tracegen.export.builder import ConvertOptions
+from tracegen.export.pipeline import convert_file
+from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
 from tracegen.schema import TokenRequest, Trace
 
 Row = dict[str, Any]
@@ -538,7 +538,7 @@ def test_a_tokenizer_directory_renders_and_encodes_as_transformers_does(tmp_path
     from transformers import AutoTokenizer
 
     from tests.support.traces_factory import native_tools_trace
-    from tracegen.export.tokens import template_messages
+    from tracegen.export.tokens.sequences import template_messages
     from tracegen.modes.native_tools import PYTHON_TOOL
 
     path = make_tokenizer(tmp_path / "tok", template=TOOLS_TEMPLATE)

@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 
 from tests.support.token_traces import make_tokenizer
-from tracegen.export.tokenizers import load_tokenizer
-from tracegen.export.tokens import token_episode
+from tracegen.export.tokens.sequences import token_episode
+from tracegen.export.tokens.tokenizer import load_tokenizer
 from tracegen.schema import ChatMessage, Step, ToolCall, ToolFunction, Trace
 
 QWEN3_LIKE = (

@@ -13,7 +13,7 @@ ray = pytest.importorskip("ray")
 from ray.exceptions import RaySystemError  # noqa: E402
 
 from tracegen.config import RunSettings  # noqa: E402
-from tracegen.generate import cluster  # noqa: E402
+from tracegen.generate import ray_executor  # noqa: E402
 
 
 class StandInActor:
@@ -39,7 +39,7 @@ def nodes(*names: str) -> list[dict[str, Any]]:
     ]
 
 
-def stand_in(monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]) -> cluster.Actors:
+def stand_in(monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]) -> ray_executor.Actors:
     class Remote:
         @staticmethod
         def options(scheduling_strategy: Any, **_: Any) -> Any:
@@ -52,10 +52,10 @@ def stand_in(monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]) -> cluste
 
             return Make
 
-    monkeypatch.setattr(cluster, "_RemoteActor", Remote)
-    monkeypatch.setattr(cluster, "eligible_nodes", lambda: nodes(*(n[0] for n in answers)))
-    parts = cluster.RunParts(RunSettings().generation(), "system", "hash")
-    return cluster.Actors(RunSettings(), parts, slots=4, warn=lambda line: None)
+    monkeypatch.setattr(ray_executor, "_RemoteActor", Remote)
+    monkeypatch.setattr(ray_executor, "eligible_nodes", lambda: nodes(*(n[0] for n in answers)))
+    parts = ray_executor.RunParts(RunSettings().generation(), "system", "hash")
+    return ray_executor.Actors(RunSettings(), parts, slots=4, warn=lambda line: None)
 
 
 def test_a_node_whose_actor_is_slow_to_start_holds_up_no_other(monkeypatch):
@@ -97,6 +97,6 @@ def test_an_actor_that_failed_to_start_is_said_with_the_error_it_carried():
         '  File "cluster.py", line 80, in __init__\n'
         "TypeError: __init__() takes 3 positional arguments but 4 were given\n"
     )
-    said = cluster.ray_error(ray.exceptions.RayActorError(error_msg=message))
+    said = ray_executor.ray_error(ray.exceptions.RayActorError(error_msg=message))
     assert said.startswith("RayActorError: The actor died because of an error raised")
     assert said.endswith("(TypeError: __init__() takes 3 positional arguments but 4 were given)")

@@ -17,7 +17,7 @@ from tests.support.episodes import (
     call,
     native_call,
 )
-from tracegen.export.conversion import ConvertOptions
+from tracegen.export.builder import ConvertOptions
 from tracegen.export.formats import TRAINING
 from tracegen.modes.native_tools import PYTHON_TOOL
 

@@ -94,7 +94,7 @@ def test_a_split_episode_gives_a_sample_per_turn_and_bad_ids_are_left_out(
 def test_retokenized_ids_are_used_only_when_a_tokenizer_is_given(
     model: ChatmlModel, tmp_path: Path
 ) -> None:
-    from tracegen.export.tokenizers import load_tokenizer
+    from tracegen.export.tokens.tokenizer import load_tokenizer
 
     bare = tool_feedback(model, 0).model_copy(update={"token_requests": []})
     assert scored_group([bare], 1).data is None

@@ -13,7 +13,7 @@ from tracegen.config import RunSettings
 from tracegen.data.prompts import load_prompt, task_message
 from tracegen.errors import InputFileError
 from tracegen.export.rl import trl_row
-from tracegen.export.tokens import token_episode
+from tracegen.export.tokens.sequences import token_episode
 from tracegen.problems import load_problems
 from tracegen.trl import RecordedRollouts, TracegenEnvironment, problems_dataset
 

@@ -138,7 +138,7 @@ def test_offline_grpo_on_recorded_rollouts_moves_the_parameters(tmp_path: Path) 
     trl = pytest.importorskip("trl")
     from tests.support.token_traces import ChatmlModel, inline_tools, make_tokenizer, tool_feedback
     from tracegen.export.rl import trl_row
-    from tracegen.export.tokens import token_episode
+    from tracegen.export.tokens.sequences import token_episode
     from tracegen.trl import RecordedRollouts
 
     tok_dir = make_tokenizer(tmp_path / "tok")

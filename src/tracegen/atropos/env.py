@@ -1,7 +1,7 @@
 """`TracegenEnv`: tracegen's episodes as an Atropos environment (``atroposlib`` 0.4.0).
 
 An item is a problem; a group is ``--env.group_size`` episodes of it, run by tracegen's
-episode engine (`tracegen.generate.episode.run_episode`) against the policy server of
+episode engine (`tracegen.episode.engine.run_episode`) against the policy server of
 ``--openai.*`` (tracegen's own OpenAI-compatible backend, which records the exact prompt and
 sampled ids on vLLM, SGLang and llama.cpp's server), executed in tracegen's sandbox and
 scored by its judge. Each group goes to Atropos's API as a ``ScoredDataGroup`` built by
@@ -56,12 +56,12 @@ from tracegen.atropos.groups import (
 from tracegen.atropos.settings import TokenIds, run_settings, tracegen_fields
 from tracegen.config import RunSettings
 from tracegen.data.prompts import load_prompt
+from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import BackendUnavailable, ConfigError, TracegenError
-from tracegen.export.tokenizers import Tokenizer, load_tokenizer
-from tracegen.export.tokens import Decoder
+from tracegen.export.tokens.sequences import Decoder
+from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
 from tracegen.generate.command import constrained
-from tracegen.generate.episode import run_episode
 from tracegen.generate.plan import Plan, episode_seed, trace_id
 from tracegen.jsonl import JsonlWriter
 from tracegen.llm.base import session
@@ -256,7 +256,9 @@ class TracegenEnv(BaseEnv):
         assert self.pool is not None and self.sandbox is not None
         try:
             with session(spec.trace_id):
-                trace = await run_episode(spec, self.pool, self.sandbox)
+                trace = await run_episode(
+                    spec, get_mode(spec.settings.mode), self.pool, self.sandbox
+                )
         except TracegenError as e:  # no other episode would survive it either: stop
             self._stop(e)
             raise
@@ -432,7 +434,9 @@ class TracegenEnv(BaseEnv):
             async with limit:
                 assert self.pool is not None and self.sandbox is not None
                 with session(spec.trace_id):
-                    trace = await run_episode(spec, self.pool, self.sandbox)
+                    trace = await run_episode(
+                        spec, get_mode(spec.settings.mode), self.pool, self.sandbox
+                    )
             if writer is not None:
                 writer.write(trace)
             return trace

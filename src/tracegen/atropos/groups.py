@@ -12,13 +12,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tracegen.export.conversion import Skipped
+from tracegen.export.builder import Skipped
 from tracegen.export.rl import atropos_sample, check_atropos
-from tracegen.export.tokens import Decoder, token_episode
+from tracegen.export.tokens.sequences import Decoder, token_episode
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:
-    from tracegen.export.tokenizers import Tokenizer
+    from tracegen.export.tokens.tokenizer import Tokenizer
 
 
 @dataclass

@@ -20,7 +20,7 @@ def verify(
     sandbox: SandboxOpt = None,
 ) -> None:
     """Run solutions against their problems' tests in the sandbox."""
-    from tracegen.views.verify import verify_command
+    from tracegen.views.verdict_stream import verify_command
 
     verify_command(
         solutions=solutions,

@@ -1,5 +1,5 @@
 """What one episode is: a problem, a sample, the settings that shape it. Picklable, so any
-executor (the local scheduler, a Ray actor, a library user) can hand it to `run_episode`."""
+executor (the local executor, a Ray actor, a library user) can hand it to `run_episode`."""
 
 from __future__ import annotations
 

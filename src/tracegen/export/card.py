@@ -30,7 +30,7 @@ SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_
 
 
 class ConvertOptions(Protocol):
-    """What `convert` was asked to do (`tracegen.export.conversion.ConvertOptions`)."""
+    """What `convert` was asked to do (`tracegen.export.builder.ConvertOptions`)."""
 
     @property
     def fmt(self) -> str: ...
@@ -49,7 +49,7 @@ class ConvertOptions(Protocol):
 
 
 class ConvertCounts(Protocol):
-    """What `convert` skipped (`tracegen.export.conversion.ConvertCounts`)."""
+    """What `convert` skipped (`tracegen.export.builder.ConvertCounts`)."""
 
     failed: int
     filtered: int

@@ -13,7 +13,7 @@ import orjson
 
 from tracegen import __version__
 from tracegen.errors import ConfigError, InputFileError, OutputError
-from tracegen.export.convert import replacing
+from tracegen.export.pipeline import replacing
 from tracegen.export.sidecar import CURATION_SCHEMA, read_steps, sidecar_path
 
 

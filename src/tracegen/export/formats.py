@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import orjson
 
-from tracegen.export.conversion import (
+from tracegen.export.builder import (
     BATCH_ROWS,
     ConvertCounts,
     ConvertOptions,

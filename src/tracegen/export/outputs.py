@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tracegen.errors import MissingExtraError
-from tracegen.export.conversion import Row
+from tracegen.export.builder import Row
 from tracegen.jsonl import JsonlWriter
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from tracegen.errors import ConfigError
-from tracegen.export.conversion import Builder, ConvertCounts, ConvertOptions
+from tracegen.export.builder import Builder, ConvertCounts, ConvertOptions
 
 if TYPE_CHECKING:
     from datasets import Features
@@ -97,7 +97,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "rl-trl",
             "--rl trl",
-            "tracegen.export.token_formats:TRL",
+            "tracegen.export.tokens.formats:TRL",
             TOKEN_OPTIONS,
             "Each row is an episode as a TRL `GRPOTrainer` `rollout_func` returns it: "
             "`prompt_ids`, `completion_ids` (the model's tokens and, between them, what "
@@ -109,7 +109,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "rl-atropos",
             "--rl atropos",
-            "tracegen.export.token_formats:ATROPOS",
+            "tracegen.export.tokens.formats:ATROPOS",
             TOKEN_OPTIONS | {"--min-group-size", "--drop-equal-scores"},
             "Each row is the group of one problem's samples in the shape of Atropos' "
             "`ScoredDataGroup`: `tokens`, `masks` (`-100` on the prompt and on tracegen's "
@@ -120,7 +120,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "tokenized",
             "--tokenized",
-            "tracegen.export.token_formats:TOKENIZED",
+            "tracegen.export.tokens.formats:TOKENIZED",
             TOKEN_OPTIONS | {"--max-length"},
             "Each row is pre-tokenized for TRL's `SFTTrainer`: `input_ids`, `attention_mask` "
             "and `assistant_masks` (1 only on the model's tokens, not on the prompt nor on "

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import orjson
 
-from tracegen.export.conversion import Row, trace_columns
-from tracegen.export.tokens import Decoder, TokenEpisode, TokenSequence, check_text
+from tracegen.export.builder import Row, trace_columns
+from tracegen.export.tokens.sequences import Decoder, TokenEpisode, TokenSequence, check_text
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def logprobs_kind(trace: Trace) -> str:
     """What a trace's logprobs are, as a trainer needs to know: ``processed`` (the
     sampler's), ``raw at T=…`` (the model's, sampled at that temperature; ``raw at T=?`` when
     not recorded) or ``unknown``. The token formats may convert raw ones (``tempered from
-    raw at T=…``: `tracegen.export.tempered`)."""
+    raw at T=…``: `tracegen.export.tokens.tempering`)."""
     if trace.logprobs_kind != "raw":
         return trace.logprobs_kind
     temperature = trace.sampling.temperature if trace.sampling else None
@@ -71,7 +71,7 @@ def sampled_logprobs(kind: str) -> bool:
     correction compares with: log-softmax(logits / T) of the token sampled (``trl`` 1.16.0,
     ``grpo_trainer.py``, which divides the logits by ``temperature`` and asks vLLM for
     ``processed_logprobs``). Raw logprobs are exactly that at T=1 only; at T < 1 they are
-    converted where their alternatives allow (`tracegen.export.tempered`)."""
+    converted where their alternatives allow (`tracegen.export.tokens.tempering`)."""
     return kind in ("processed", "raw at T=1") or kind.startswith("tempered from")
 
 

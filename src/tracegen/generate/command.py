@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from tracegen.llm.local import LocalBackend
 
 EXECUTORS = {
-    "local": "tracegen.generate.scheduler:LocalScheduler",
-    "ray": "tracegen.generate.cluster:RayExecutor",
+    "local": "tracegen.generate.local_executor:LocalExecutor",
+    "ray": "tracegen.generate.ray_executor:RayExecutor",
 }
 """Where episodes run (``--executor``), imported only when chosen."""
 

@@ -1,7 +1,7 @@
 """What every executor shares: taking episodes, recording what they give, signals, the summary.
 
-An executor runs a plan's remaining episodes on some workers — `LocalScheduler` in this
-process, `tracegen.generate.cluster.RayExecutor` on actors across a Ray cluster — and this
+An executor runs a plan's remaining episodes on some workers — `LocalExecutor` in this
+process, `tracegen.generate.ray_executor.RayExecutor` on actors across a Ray cluster — and this
 process stays the only writer of the run files. A fixed set of asyncio workers (one per
 host slot: ``concurrency × hosts``) pulls episodes from the plan's lazy iterator, episodes
 put back first, so memory does not grow with the number of problems; each finished trace

@@ -32,11 +32,11 @@ import numpy as np
 import numpy.typing as npt
 
 from tracegen.errors import ConfigError
-from tracegen.export.conversion import Skipped, steps_by_message
+from tracegen.export.builder import Skipped, steps_by_message
 from tracegen.schema import ChatMessage, Step, Trace
 
 if TYPE_CHECKING:
-    from tracegen.export.tokenizers import Message, Tokenizer
+    from tracegen.export.tokens.tokenizer import Message, Tokenizer
 
 TokenSource = Literal["exact", "retokenized"]
 Decoder = Callable[[Sequence[int]], str]

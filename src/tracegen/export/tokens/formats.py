@@ -1,6 +1,6 @@
 """The token formats: traces as token ids for training (`--rl trl|atropos`, `--tokenized`).
 
-Each is a `TokenFormat`: a record per sequence of an episode (`tracegen.export.tokens`),
+Each is a `TokenFormat`: a record per sequence of an episode (`tracegen.export.tokens.sequences`),
 checked before it is written (lengths agree, masked positions carry the framework's fillers,
 the model-sampled ids decode to the model's text), then finished (truncation) and possibly
 gathered (Atropos' groups). A record that fails its check is skipped and counted.
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracegen.export.conversion import BATCH_ROWS, ConvertCounts, ConvertOptions, Row, Skipped
+from tracegen.export.builder import BATCH_ROWS, ConvertCounts, ConvertOptions, Row, Skipped
 from tracegen.export.rl import (
     atropos_features,
     atropos_groups,
@@ -25,10 +25,10 @@ from tracegen.export.rl import (
     trl_features,
     trl_row,
 )
-from tracegen.export.tempered import tempered_requests
-from tracegen.export.tokenized import check_tokenized, tokenized_features, tokenized_row, truncate
-from tracegen.export.tokenizers import load_tokenizer
-from tracegen.export.tokens import Decoder, TokenEpisode, TokenSequence, token_episode
+from tracegen.export.tokens.sequences import Decoder, TokenEpisode, TokenSequence, token_episode
+from tracegen.export.tokens.sft import check_tokenized, tokenized_features, tokenized_row, truncate
+from tracegen.export.tokens.tempering import tempered_requests
+from tracegen.export.tokens.tokenizer import load_tokenizer
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:

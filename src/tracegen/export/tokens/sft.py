@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracegen.export.conversion import ConvertOptions, Row, Skipped, trace_columns
+from tracegen.export.builder import ConvertOptions, Row, Skipped, trace_columns
 from tracegen.export.rl import EPISODE_FIELDS, episode_fields
-from tracegen.export.tokens import Decoder, TokenEpisode, TokenSequence, check_text
+from tracegen.export.tokens.sequences import Decoder, TokenEpisode, TokenSequence, check_text
 from tracegen.schema import Trace
 
 if TYPE_CHECKING:

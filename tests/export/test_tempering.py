@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.token_traces import ChatmlModel, make_tokenizer, tool_feedback
 from tests.support.traces import write_traces
-from tracegen.export.tempered import TOLERANCE, tempered_logprob
+from tracegen.export.tokens.tempering import TOLERANCE, tempered_logprob
 from tracegen.schema import Sampling, TokenLogprob, TopLogprob, Trace
 
 

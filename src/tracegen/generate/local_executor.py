@@ -1,17 +1,18 @@
-"""The local scheduler: episodes run concurrently in this process over a host pool, with one
+"""The local executor: episodes run concurrently in this process over a host pool, with one
 warm sandbox; how they are taken, recorded and interrupted is `tracegen.generate.executor`'s."""
 
 from __future__ import annotations
 
+from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
-from tracegen.generate.episode import run_episode
 from tracegen.generate.executor import CountingRunner, Executor
 from tracegen.llm.base import session
+from tracegen.modes import get_mode
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import Trace
 
 
-class LocalScheduler(Executor):
+class LocalExecutor(Executor):
     """Runs a plan's remaining episodes in this process."""
 
     sandbox: Sandbox
@@ -34,6 +35,6 @@ class LocalScheduler(Executor):
 
     async def run_one(self, spec: EpisodeSpec) -> Trace:
         with session(spec.trace_id):
-            trace = await run_episode(spec, self.pool, self.runner)
+            trace = await run_episode(spec, get_mode(spec.settings.mode), self.pool, self.runner)
         self.stats.executions = self.runner.executions
         return trace

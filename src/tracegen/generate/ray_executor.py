@@ -49,13 +49,14 @@ from datetime import datetime
 from typing import Any
 
 from tracegen.config import GenerationSettings, RunSettings
+from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import BackendError, ClusterError, MissingExtraError, TracegenError
-from tracegen.generate.episode import run_episode
 from tracegen.generate.executor import CountingRunner, Executor
 from tracegen.generate.slots import Slots
 from tracegen.llm.base import HostBackend, session
 from tracegen.llm.factory import backend_for
+from tracegen.modes import get_mode
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import Problem, Trace, TraceError
 
@@ -154,7 +155,7 @@ class EpisodeActor:
         error: TracegenError | None = None
         try:
             with session(spec.trace_id):
-                trace = await run_episode(spec, backend, self.runner)
+                trace = await run_episode(spec, get_mode(spec.settings.mode), backend, self.runner)
         except TracegenError as e:
             error = e
         retries, executions = self.retries, self.runner.executions

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tracegen.cli import app
-from tracegen.grading.verify import Verdict
+from tracegen.grading.verdicts import Verdict
 from tracegen.jsonl import iter_lines, iter_records
 from tracegen.problems import load_problems
 from tracegen.schema import Trace

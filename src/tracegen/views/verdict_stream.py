@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tracegen.errors import ConfigError, OutputError
-from tracegen.grading.verify import Solution, Verdict, check_solutions, iter_solutions, verify_one
+from tracegen.grading.verdicts import Solution, Verdict, check_solutions, iter_solutions, verify_one
 from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.sandbox.base import IsolationChoice
