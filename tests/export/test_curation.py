@@ -13,8 +13,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.support.traces import write_traces
-from tests.support.traces_factory import failed_trace, markers_trace
+from tests.support.traces import failed_trace, markers_trace, write_traces
 from tracegen import __version__
 from tracegen.export.decontaminate import humaneval_file
 from tracegen.schema import ChatMessage, Trace

@@ -123,11 +123,11 @@ def test_atropos_warns_once_about_groups_it_would_skip_and_can_drop_them(
     model: ChatmlModel, tmp_path: Path
 ) -> None:
     traces = [
-        inline_tools(model, 0, "alone"),
-        tool_feedback(model, 1, "same"),
-        tool_feedback(model, 2, "same"),
-        inline_tools(model, 3, "mixed"),
-        inline_tools(model, 4, "mixed"),
+        inline_tools(model, 0, problem_id="alone"),
+        tool_feedback(model, 1, problem_id="same"),
+        tool_feedback(model, 2, problem_id="same"),
+        inline_tools(model, 3, problem_id="mixed"),
+        inline_tools(model, 4, problem_id="mixed"),
     ]
     trace_file = write_traces(tmp_path / "t.jsonl", traces)
     result = convert(trace_file, "--rl", "atropos")

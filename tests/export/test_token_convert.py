@@ -25,8 +25,12 @@ from tests.support.token_traces import (
     padded,
     tool_feedback,
 )
-from tests.support.traces import write_traces
-from tests.support.traces_factory import inline_tools_trace, markers_trace, tool_feedback_trace
+from tests.support.traces import (
+    inline_tools_trace,
+    markers_trace,
+    tool_feedback_trace,
+    write_traces,
+)
 from tracegen.export.conversion import ConvertOptions
 from tracegen.export.convert import convert_file
 from tracegen.export.tokenizers import Tokenizer, load_tokenizer
@@ -537,7 +541,7 @@ TOOLS_TEMPLATE = (
 def test_a_tokenizer_directory_renders_and_encodes_as_transformers_does(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from tests.support.traces_factory import native_tools_trace
+    from tests.support.traces import native_tools_trace
     from tracegen.export.tokens import template_messages
     from tracegen.modes.native_tools import PYTHON_TOOL
 
