@@ -292,7 +292,7 @@ def _actor(number: int, answer: bytes) -> Any:
 
 
 def _answer() -> bytes:
-    from tests.support.traces_factory import markers_trace
+    from tests.support.traces import markers_trace
 
     from tracegen.generate.ray_executor import Result
 

@@ -28,7 +28,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import PREVIOUS, Run, measure, previous_release, tracegen
-from tests.support.traces_factory import all_shapes
+from tests.support.traces import all_shapes
 
 LOAD_JSON = """
 import sys, datasets

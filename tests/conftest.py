@@ -14,8 +14,7 @@ from typer.testing import CliRunner
 from tests.support.fake_ollama import FakeOllama
 from tests.support.llamacpp import smollm2_gguf, start_server
 from tests.support.system_tools import MISSING, REQUIRE, tools_required
-from tests.support.traces import write_traces
-from tests.support.traces_factory import all_shapes
+from tests.support.traces import all_shapes, write_traces
 from tracegen.errors import TracegenError
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.packaged import DEFAULT_MODEL, find_model

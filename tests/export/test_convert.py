@@ -9,14 +9,14 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.traces import write_traces
-from tests.support.traces_factory import (
+from tests.support.traces import (
     TRICKY,
     failed_trace,
     inline_tools_trace,
     markers_trace,
     native_tools_trace,
     tool_feedback_trace,
+    write_traces,
 )
 from tracegen.cli import app
 from tracegen.export.builder import ConvertOptions

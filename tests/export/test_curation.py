@@ -13,8 +13,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.support.traces import write_traces
-from tests.support.traces_factory import failed_trace, markers_trace
+from tests.support.traces import failed_trace, markers_trace, write_traces
 from tracegen import __version__
 from tracegen.export.decontaminate import humaneval_file
 from tracegen.schema import ChatMessage, Trace
@@ -102,6 +101,7 @@ def test_dedup_removes_exactly_the_duplicates_and_keeps_the_best_of_each_cluster
     assert out.read_bytes() == b"".join(lines[i] for i in (2, 3, 4, 5, 6))
 
 
+@pytest.mark.slow
 def test_dedup_gives_the_same_result_in_every_process(
     tmp_path: Path, with_duplicates: Path
 ) -> None:

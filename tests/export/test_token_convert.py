@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+from typer.testing import CliRunner, Result
 
 from tests.support.measure import run_measured
 from tests.support.token_traces import (
@@ -25,8 +25,13 @@ from tests.support.token_traces import (
     padded,
     tool_feedback,
 )
-from tests.support.traces import write_traces
-from tests.support.traces_factory import inline_tools_trace, markers_trace, tool_feedback_trace
+from tests.support.traces import (
+    inline_tools_trace,
+    markers_trace,
+    tool_feedback_trace,
+    write_traces,
+)
+from tracegen.cli import app
 from tracegen.export.builder import ConvertOptions
 from tracegen.export.pipeline import convert_file
 from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
@@ -71,13 +76,10 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tokenizer(tmp_path_factory.mktemp("tok") / "tokenizer")
 
 
-def convert(trace_file: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracegen", "convert", str(trace_file), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def convert(trace_file: Path, *args: str | Path) -> Result:
+    """``tracegen convert`` in process (its exit code, its stderr)."""
+    runner = CliRunner(env={"COLUMNS": "120", "NO_COLOR": None, "FORCE_COLOR": None})
+    return runner.invoke(app, ["convert", str(trace_file), *map(str, args)])
 
 
 def rows_of(path: Path) -> list[Row]:
@@ -137,7 +139,7 @@ def test_trl_records_are_the_episode_as_the_model_saw_it(
 ) -> None:
     traces = {t.id: t for t in source.traces}
     result = convert(write_traces(tmp_path / "t.jsonl", source.traces), "--rl", "trl")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     rows = rows_of(tmp_path / "t.rl-trl.jsonl")
     assert list(dict.fromkeys(r["id"] for r in rows)) == list(traces)
     for trace in source.traces:
@@ -166,7 +168,7 @@ def test_inline_tools_tool_response_is_the_only_masked_span(tmp_path: Path) -> N
     tok_dir = make_tokenizer(tmp_path / "tok")
     trace = inline_tools(ChatmlModel(tok_dir))
     result = convert(write_traces(tmp_path / "t.jsonl", [trace]), "--rl", "trl")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     (row,) = rows_of(tmp_path / "t.rl-trl.jsonl")
     tok = load_tokenizer(tok_dir)
     written = runs(row["completion_ids"], [not m for m in row["env_mask"]])
@@ -181,7 +183,7 @@ def test_atropos_groups_the_samples_of_each_problem(
 ) -> None:
     traces = {t.id: t for t in source.traces}
     result = convert(write_traces(tmp_path / "t.jsonl", source.traces), "--rl", "atropos")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     groups = rows_of(tmp_path / "t.rl-atropos.jsonl")
     problems = list(dict.fromkeys(t.problem_id for t in source.traces))
     assert [g["problem_id"] for g in groups] == problems
@@ -238,7 +240,7 @@ def test_rl_and_tokenized_outputs_load_with_datasets(source: TraceSource, tmp_pa
             tmp_path / name,
         )
         result = convert(trace_file, *flags, "-o", jsonl, "--parquet", parquet, "--to-hf", hf)
-        assert result.returncode == 0, result.stderr
+        assert result.exit_code == 0, result.stderr
         expected = rows_of(jsonl)
         assert datasets.load_from_disk(str(hf)).to_list() == expected
         assert datasets.Dataset.from_parquet(str(parquet)).to_list() == expected
@@ -294,7 +296,7 @@ def _grpo_step(output: dict[str, list[Any]], pad_id: int) -> dict[str, Any]:
 
 def test_a_grpo_trainer_takes_trl_records_as_a_rollout(source: TraceSource, tmp_path: Path) -> None:
     result = convert(write_traces(tmp_path / "t.jsonl", source.traces), "--rl", "trl")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     records = rows_of(tmp_path / "t.rl-trl.jsonl")
     step = _grpo_step(_rollout(records), pad_id=0)
     assert step["rewards"] == [t.reward for t in source.traces]
@@ -310,7 +312,7 @@ def test_episodes_whose_prompts_do_not_extend_are_exported_turn_by_turn(tmp_path
     bytewise = ChatmlModel(tok_dir, byte_sampling=True)
     traces = [tool_feedback(forgetful, 0), tool_feedback(bytewise, 1), inline_tools(bytewise, 2)]
     result = convert(write_traces(tmp_path / "t.jsonl", traces), "--rl", "trl")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     rows = rows_of(tmp_path / "t.rl-trl.jsonl")
     expected = [(t.id, k) for t in traces for k in range(len(t.token_requests))]
     assert [(r["id"], r["turn"]) for r in rows] == expected
@@ -325,7 +327,7 @@ def test_episodes_whose_prompts_do_not_extend_are_exported_turn_by_turn(tmp_path
 def test_a_trace_without_ids_needs_a_tokenizer(tmp_path: Path) -> None:
     trace_file = write_traces(tmp_path / "t.jsonl", [inline_tools_trace(0), markers_trace(1)])
     result = convert(trace_file, "--rl", "trl")
-    assert result.returncode == 2
+    assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert f"{trace_file}:1" in lines[0] and "--tokenizer" in lines[0]
@@ -336,7 +338,7 @@ def test_require_exact_skips_and_counts_traces_without_ids(tmp_path: Path) -> No
     tok_dir = make_tokenizer(tmp_path / "tok")
     traces = [inline_tools(ChatmlModel(tok_dir), 0), inline_tools_trace(1), markers_trace(2)]
     result = convert(write_traces(tmp_path / "t.jsonl", traces), "--rl", "trl", "--require-exact")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert [r["id"] for r in rows_of(tmp_path / "t.rl-trl.jsonl")] == ["inline-0"]
     assert "1 exact, 0 retokenized" in result.stderr
     assert "skipped 2 without exact ids (--require-exact)" in result.stderr
@@ -349,7 +351,7 @@ def test_with_a_tokenizer_traces_without_ids_are_retokenized(
     result = convert(
         write_traces(tmp_path / "t.jsonl", traces), "--rl", "trl", "--tokenizer", tokenizer_dir
     )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     rows = rows_of(tmp_path / "t.rl-trl.jsonl")
     assert [(r["id"], r["token_source"], r["turn"]) for r in rows] == [
         (t.id, "retokenized", None) for t in traces
@@ -378,7 +380,7 @@ def test_tokenized_masks_every_tool_response_token_and_no_model_token(
     result = convert(
         write_traces(tmp_path / "t.jsonl", traces), "--tokenized", "--tokenizer", tokenizer_dir
     )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     tok = load_tokenizer(tokenizer_dir)
     for row, trace in zip(rows_of(tmp_path / "t.tokenized.jsonl"), traces, strict=True):
         ids, mask = row["input_ids"], row["assistant_masks"]
@@ -405,7 +407,7 @@ def test_tokenized_truncation_is_reported(tokenizer_dir: Path, tmp_path: Path) -
     limit = max(r["assistant_masks"].index(1) for r in full) + 3
     longer = [r["id"] for r in full if len(r["input_ids"]) > limit]
     result = convert(trace_file, "--tokenized", "--tokenizer", tokenizer_dir, "--max-length", limit)
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     rows = rows_of(tmp_path / "t.tokenized.jsonl")
     assert [r["id"] for r in rows if r["truncated"]] == longer != []
     lengths = [min(limit, len(f["input_ids"])) for f in full]
@@ -439,7 +441,7 @@ def test_records_truncated_to_nothing_the_model_wrote_are_skipped(
 )
 def test_token_flags_misused_are_one_line(flags: list[str], message: str, trace_file: Path) -> None:
     result = convert(trace_file, *flags)
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -455,7 +457,7 @@ def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: 
     result = convert(
         write_traces(tmp_path / "t.jsonl", source.traces), "--tokenized", "--to-hf", hf
     )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     dataset = datasets.load_from_disk(str(hf)).select_columns(
         ["input_ids", "attention_mask", "assistant_masks"]
     )
@@ -504,7 +506,7 @@ def test_a_gguf_file_tokenizes_with_llama_cpps_own_tokenizer(tmp_path: Path) -> 
     gguf = Path(package.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
     traces = [inline_tools_trace(0), tool_feedback_trace(1)]
     result = convert(write_traces(tmp_path / "t.jsonl", traces), "--tokenized", "--tokenizer", gguf)
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert "0 exact, 2 retokenized" in result.stderr
     tok = load_tokenizer(gguf)
     try:
@@ -537,7 +539,7 @@ TOOLS_TEMPLATE = (
 def test_a_tokenizer_directory_renders_and_encodes_as_transformers_does(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from tests.support.traces_factory import native_tools_trace
+    from tests.support.traces import native_tools_trace
     from tracegen.export.tokens.sequences import template_messages
     from tracegen.modes.native_tools import PYTHON_TOOL
 
@@ -559,8 +561,8 @@ def test_a_request_without_logprobs_leaves_trl_none_and_atropos_its_filler(tmp_p
     trace = inline_tools(ChatmlModel(make_tokenizer(tmp_path / "tok")))
     trace.token_requests[1].logprobs = None
     trace_file = write_traces(tmp_path / "t.jsonl", [trace])
-    assert convert(trace_file, "--rl", "trl").returncode == 0
-    assert convert(trace_file, "--rl", "atropos").returncode == 0
+    assert convert(trace_file, "--rl", "trl").exit_code == 0
+    assert convert(trace_file, "--rl", "atropos").exit_code == 0
     (row,) = rows_of(tmp_path / "t.rl-trl.jsonl")
     assert row["logprobs"] is None
     (group,) = rows_of(tmp_path / "t.rl-atropos.jsonl")

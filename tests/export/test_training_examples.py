@@ -78,8 +78,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model = ChatmlModel(make_tokenizer(work / "chatml"))
     traces = []
     for k, problem in enumerate(["add", "sum"]):
-        traces.append(tool_feedback(model, 4 * k, problem))
-        traces += [inline_tools(model, 4 * k + j, problem) for j in (1, 2, 3)]
+        traces.append(tool_feedback(model, 4 * k, problem_id=problem))
+        traces += [inline_tools(model, 4 * k + j, problem_id=problem) for j in (1, 2, 3)]
     write_traces(work / "traces.jsonl", traces)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     torch.manual_seed(0)

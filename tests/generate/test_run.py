@@ -219,6 +219,7 @@ def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05))
     model.set_responder(
         lambda path, body: None if problem_number(body) == 7 else solver(path, body)
     )

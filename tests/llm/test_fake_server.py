@@ -11,14 +11,15 @@ import pytest
 
 from tests.support.fake_ollama import FakeOllama, Fault, Reply, tokenize
 
-CHAT = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}
+CHAT = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}], "stream": False}
 
 
-def stream_chat(server: FakeOllama, **extra: Any) -> list[dict[str, Any]]:
-    with httpx.stream("POST", f"{server.url}/api/chat", json={**CHAT, **extra}) as r:
-        assert r.status_code == 200
-        assert r.headers["content-type"] == "application/x-ndjson"
-        return [orjson.loads(line) for line in r.iter_lines() if line]
+def chat(server: FakeOllama, **extra: Any) -> dict[str, Any]:
+    """The whole answer to a chat request, as tracegen asks for it (``stream: false``)."""
+    r = httpx.post(f"{server.url}/api/chat", json={**CHAT, **extra})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    answer: dict[str, Any] = r.json()
+    return answer
 
 
 def test_pseudo_tokens_rebuild_the_text() -> None:
@@ -27,25 +28,30 @@ def test_pseudo_tokens_rebuild_the_text() -> None:
     assert len(tokenize(text)) > 5
 
 
-def test_chat_streams_content_logprobs_and_a_final_chunk(fake_ollama: FakeOllama) -> None:
+def test_chat_answers_content_thinking_logprobs_and_counts(fake_ollama: FakeOllama) -> None:
     fake_ollama.script(Reply(content="The answer is 42.", thinking="Let me think."))
-    chunks = stream_chat(fake_ollama, logprobs=True, top_logprobs=3)
-    body = chunks[:-1]
-    assert "".join(c["message"]["content"] for c in body) == "The answer is 42."
-    assert "".join(c["message"].get("thinking", "") for c in body) == "Let me think."
-    tokens = [lp for c in body for lp in c["logprobs"]]
+    answer = chat(fake_ollama, logprobs=True, top_logprobs=3)
+    assert answer["message"]["content"] == "The answer is 42."
+    assert answer["message"]["thinking"] == "Let me think."
+    tokens = answer["logprobs"]
     assert "".join(t["token"] for t in tokens) == "Let me think.The answer is 42."
     assert all(len(t["top_logprobs"]) == 3 for t in tokens)
-    final = chunks[-1]
-    assert final["done"] is True and final["done_reason"] == "stop"
-    assert final["eval_count"] == len(tokens) and final["prompt_eval_count"] > 0
-    assert "logprobs" not in final
+    assert answer["done"] is True and answer["done_reason"] == "stop"
+    assert answer["eval_count"] == len(tokens) and answer["prompt_eval_count"] > 0
+
+
+def test_a_streamed_request_is_refused(fake_ollama: FakeOllama) -> None:
+    """tracegen never streams: a request that would be streamed is a bug the stand-in catches."""
+    for stream in ({"stream": True}, {}):
+        body = {k: v for k, v in CHAT.items() if k != "stream"} | stream
+        r = httpx.post(f"{fake_ollama.url}/api/chat", json=body)
+        assert r.status_code == 400 and "stream" in r.json()["error"]
 
 
 def test_no_logprobs_unless_asked_or_when_the_reply_has_none(fake_ollama: FakeOllama) -> None:
     fake_ollama.script("plain", Reply(content="cloud", logprobs=False))
-    assert not any("logprobs" in c for c in stream_chat(fake_ollama))
-    assert not any("logprobs" in c for c in stream_chat(fake_ollama, logprobs=True))
+    assert "logprobs" not in chat(fake_ollama)
+    assert "logprobs" not in chat(fake_ollama, logprobs=True)
 
 
 def test_stop_cuts_before_the_stop_string_and_num_predict_cuts_by_tokens(
@@ -53,23 +59,18 @@ def test_stop_cuts_before_the_stop_string_and_num_predict_cuts_by_tokens(
 ) -> None:
     text = "<code>print(1)</code>\n<result>1</result>"
     fake_ollama.set_responder(lambda path, body: text)
-    chunks = stream_chat(fake_ollama, options={"stop": ["<result>"]})
-    assert "".join(c["message"]["content"] for c in chunks) == "<code>print(1)</code>\n"
-    assert chunks[-1]["done_reason"] == "stop"
-    chunks = stream_chat(fake_ollama, options={"num_predict": 2})
-    assert "".join(c["message"]["content"] for c in chunks) == "".join(tokenize(text)[:2])
-    assert chunks[-1]["done_reason"] == "length"
+    answer = chat(fake_ollama, options={"stop": ["<result>"]})
+    assert answer["message"]["content"] == "<code>print(1)</code>\n"
+    assert answer["done_reason"] == "stop"
+    answer = chat(fake_ollama, options={"num_predict": 2})
+    assert answer["message"]["content"] == "".join(tokenize(text)[:2])
+    assert answer["done_reason"] == "length"
 
 
-def test_tool_calls_come_on_the_final_chunk_or_before_it(fake_ollama: FakeOllama) -> None:
+def test_tool_calls_come_in_the_message(fake_ollama: FakeOllama) -> None:
     call = {"function": {"name": "python", "arguments": {"code": "print(1)"}}}
-    fake_ollama.script(
-        Reply(tool_calls=[call]), Reply(tool_calls=[call], tool_calls_on_final_chunk=False)
-    )
-    assert stream_chat(fake_ollama)[-1]["message"]["tool_calls"] == [call]
-    chunks = stream_chat(fake_ollama)
-    assert "tool_calls" not in chunks[-1]["message"]
-    assert chunks[-2]["message"]["tool_calls"] == [call]
+    fake_ollama.script(Reply(tool_calls=[call]))
+    assert chat(fake_ollama)["message"]["tool_calls"] == [call]
 
 
 def test_bad_requests_are_answered_like_ollama(fake_ollama: FakeOllama) -> None:
@@ -104,8 +105,7 @@ def test_debug_render_leaves_a_trailing_assistant_message_open(fake_ollama: Fake
 def test_script_answers_in_order_then_500(fake_ollama: FakeOllama) -> None:
     fake_ollama.script("one", "two")
     for expected in ("one", "two"):
-        chunks = stream_chat(fake_ollama)
-        assert "".join(c["message"]["content"] for c in chunks) == expected
+        assert chat(fake_ollama)["message"]["content"] == expected
     r = httpx.post(f"{fake_ollama.url}/api/chat", json=CHAT)
     assert (r.status_code, r.json()) == (500, {"error": "script exhausted"})
 
@@ -118,23 +118,19 @@ def test_status_faults_answer_with_an_error_body(fake_ollama: FakeOllama, status
     assert httpx.post(f"{fake_ollama.url}/api/chat", json=CHAT).status_code == 200
 
 
-def test_stream_faults_break_the_stream_mid_way(fake_ollama: FakeOllama) -> None:
-    fake_ollama.set_responder(lambda path, body: "a fairly long answer to stream")
+def test_faults_take_the_answers_place(fake_ollama: FakeOllama) -> None:
+    fake_ollama.set_responder(lambda path, body: "a fairly long answer")
     fake_ollama.fail_next(
         Fault("error_line", message="runner crashed"), Fault("malformed"), Fault("drop")
     )
-    lines = [orjson.loads(x) for x in stream_lines(fake_ollama)]
-    assert lines[-1] == {"error": "runner crashed"} and len(lines) > 1
+    r = httpx.post(f"{fake_ollama.url}/api/chat", json=CHAT)
+    assert (r.status_code, r.json()) == (500, {"error": "runner crashed"})
+    r = httpx.post(f"{fake_ollama.url}/api/chat", json=CHAT)
     with pytest.raises(orjson.JSONDecodeError):
-        [orjson.loads(x) for x in stream_lines(fake_ollama)]
+        orjson.loads(r.content)
     with pytest.raises(httpx.RemoteProtocolError):
-        stream_lines(fake_ollama)
+        httpx.post(f"{fake_ollama.url}/api/chat", json=CHAT)
     assert fake_ollama.faults_injected == {"error_line": 1, "malformed": 1, "drop": 1}
-
-
-def stream_lines(server: FakeOllama) -> list[str]:
-    with httpx.stream("POST", f"{server.url}/api/chat", json=CHAT) as r:
-        return [line for line in r.iter_lines() if line]
 
 
 def test_random_faults_follow_the_seed() -> None:

@@ -77,11 +77,8 @@ async def test_logprobs_are_none_when_the_server_returns_none(fake_ollama: FakeO
     assert "logprobs" not in sent(fake_ollama)
 
 
-@pytest.mark.parametrize("on_final", [True, False])
-async def test_tool_calls_are_collected_wherever_they_arrive(
-    fake_ollama: FakeOllama, on_final: bool
-) -> None:
-    fake_ollama.script(Reply(tool_calls=[CALL], tool_calls_on_final_chunk=on_final))
+async def test_tool_calls_are_collected(fake_ollama: FakeOllama) -> None:
+    fake_ollama.script(Reply(tool_calls=[CALL]))
     async with backend(fake_ollama) as b:
         c = await b.chat(request())
     assert [t.function.arguments for t in c.tool_calls] == [{"code": "print(2)"}]

@@ -34,7 +34,7 @@ from tests.support.fake_ollama import FakeOllama
 from tests.support.measure import Measured, run_measured
 from tests.support.runs import child_env, command
 from tests.support.scenarios import TRACEBACK, error_line, unused_port
-from tests.support.traces_factory import markers_trace, native_tools_trace
+from tests.support.traces import markers_trace, native_tools_trace
 from tracegen.schema import Trace
 
 CPU_SECONDS = 10

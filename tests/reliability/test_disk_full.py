@@ -21,7 +21,7 @@ from tests.support.scenarios import (
     read_jsonl,
     run_args,
 )
-from tests.support.traces_factory import all_shapes
+from tests.support.traces import all_shapes
 from tracegen.jsonl import dumps
 
 pytestmark = pytest.mark.slow  # whole runs and conversions in a child process on a full disk

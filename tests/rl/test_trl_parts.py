@@ -91,7 +91,11 @@ def test_the_tool_schema_trl_reads_is_native_tools(env: TracegenEnvironment) -> 
 
 def _records(tmp_path: Path) -> Path:
     model = ChatmlModel(make_tokenizer(tmp_path / "tok"))
-    traces = [tool_feedback(model, 0), inline_tools(model, 1), inline_tools(model, 2, "sum")]
+    traces = [
+        tool_feedback(model, 0),
+        inline_tools(model, 1),
+        inline_tools(model, 2, problem_id="sum"),
+    ]
     traces[2].token_requests[0].logprobs = None
     path = tmp_path / "t.rl-trl.jsonl"
     with path.open("wb") as fh:

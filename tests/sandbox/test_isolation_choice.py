@@ -79,6 +79,7 @@ def test_doctor_fails_the_sandbox_row_without_any_isolation(
     assert "no isolation for generated code here" in result.output
 
 
+@pytest.mark.slow
 def test_run_names_the_isolation_layers_in_its_first_line(tmp_path: Path) -> None:
     answer = markers_reply("def reverse_string(s):\n    return s[::-1]\n")
     out = tmp_path / "traces.jsonl"

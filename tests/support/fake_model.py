@@ -49,7 +49,6 @@ class Reply:
     tool_calls: list[dict[str, Any]] | None = None
     """In Ollama's shape: ``[{"function": {"name": …, "arguments": {…}}}]``."""
     logprobs: bool = True
-    tool_calls_on_final_chunk: bool = True
     done_reason: str | None = None
     by_character: bool = False
     """llama.cpp's ``/completion`` samples one character per token: a tokenization of the text
@@ -160,11 +159,6 @@ class Vocab:
     def decode(self, ids: list[int]) -> str:
         with self._lock:
             return "".join(self._pieces.get(i, "") for i in ids)
-
-
-def fault_position(count: int) -> int:
-    """Which streamed chunk a stream fault replaces: the third, or the last of fewer."""
-    return min(2, count - 1)
 
 
 class _Server(ThreadingHTTPServer):
@@ -384,20 +378,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
-
-    def start_stream(self, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def write_chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-    def end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
 
     def drop(self) -> None:
         self.wfile.flush()

@@ -2,17 +2,22 @@
 
 Wire format followed, from ollama/ollama: ``docs/openapi.yaml`` @ 82360f08 (ChatRequest,
 ChatStreamEvent, GenerateRequest, Logprob/TokenLogprob, ShowResponse.capabilities);
-``docs/api/streaming.mdx`` @ fe9298a5 and ``docs/api/errors.mdx`` @ e99f4b9a (NDJSON chunks,
-``{"error"}`` bodies, an error after streaming began is an ``{"error"}`` line with status 200);
-``api/types.go`` of v0.12.11+ (top-level ``logprobs`` per chunk, ``_debug_render_only`` answered
-with ``_debug_info.rendered_template``); ``server/routes.go`` (``top_logprobs must be between 0
-and 20`` → 400, ``model 'x' not found`` → 404, the debug render is one JSON object).
+``docs/api/streaming.mdx`` @ fe9298a5 (``stream: false``) and ``docs/api/errors.mdx`` @ e99f4b9a
+(``{"error"}`` bodies); ``api/types.go`` of v0.12.11+ (top-level ``logprobs``,
+``_debug_render_only`` answered with ``_debug_info.rendered_template``); ``server/routes.go``
+(``top_logprobs must be between 0 and 20`` → 400, ``model 'x' not found`` → 404, the debug
+render is one JSON object).
 
 The scripted model (replies, faults, latency, ``parallel``, pseudo-tokens, cutting by ``stop`` and
 ``num_predict``) is `tests.support.fake_model`'s, shared with the OpenAI-compatible stand-in.
-Simplifications: the chat template is ChatML-like and leaves a trailing assistant message open
-(prefill); only the inference endpoints (``/api/chat``, ``/api/generate``) take faults, latency
-and ``parallel``; request header names are recorded lower-cased.
+A fault takes the answer's place: ``drop`` closes the connection, ``error_line`` is the error
+status (500 unless given) Ollama answers when generating fails, ``malformed`` a body cut short,
+``wire`` bytes `tests.support.hostile_wire` makes of it.
+Simplifications: answers are whole only, as tracegen asks (``stream: false``); a request that
+does not say so is a 400, where Ollama would stream NDJSON chunks. The chat template is
+ChatML-like and leaves a trailing assistant message open (prefill); only the inference
+endpoints (``/api/chat``, ``/api/generate``) take faults, latency and ``parallel``; request
+header names are recorded lower-cased.
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ from tests.support.fake_model import (
     Handler,
     Reply,
     cut,
-    fault_position,
     logprob_entry,
     render_chat,
     tokenize,
@@ -63,9 +67,6 @@ class _Handler(Handler):
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self.send_json(status, {"error": message}, headers)
-
-    def _write_line(self, obj: Any) -> None:
-        self.write_chunk(orjson.dumps(obj) + b"\n")
 
     # ------------------------------------------------------------ routes
 
@@ -157,11 +158,13 @@ class _Handler(Handler):
         if reply is None:
             self._error(500, fake.no_reply_message())
             return
-        self._stream(body, reply, is_chat, fault)
+        self._send_whole(body, reply, is_chat, fault)
 
     def _validate(self, body: dict[str, Any]) -> tuple[int, str] | None:
         if not body.get("model"):
             return 400, "model is required"
+        if body.get("stream") is not False:
+            return 400, "this stand-in answers only non-streamed requests (stream: false)"
         top = body.get("top_logprobs", 0)
         if not isinstance(top, int) or not 0 <= top <= 20:
             return 400, "top_logprobs must be between 0 and 20"
@@ -178,47 +181,31 @@ class _Handler(Handler):
             return 400, f'"{body["model"]}" does not support thinking'
         return None
 
-    def _chunks(self, body: dict[str, Any], reply: Reply, is_chat: bool) -> list[dict[str, Any]]:
+    def _answer(self, body: dict[str, Any], reply: Reply, is_chat: bool) -> dict[str, Any]:
+        """The whole answer: the reply's text cut by ``stop`` and ``num_predict``, its
+        pseudo-tokens' logprobs, and the final fields (``done_reason``, counts, durations)."""
         options = body.get("options") or {}
-        stops = options.get("stop") or []
-        num_predict = options.get("num_predict")
-        content, cut_reason = cut(reply.content, stops, num_predict)
+        content, cut_reason = cut(
+            reply.content, options.get("stop") or [], options.get("num_predict")
+        )
         thinking = reply.thinking if body.get("think") is not False else ""
-        want_logprobs = bool(body.get("logprobs")) and reply.logprobs
-        top = int(body.get("top_logprobs") or 0)
-        model = body["model"]
-        pieces = [("thinking", t) for t in tokenize(thinking)]
-        pieces += [("content", t) for t in tokenize(content)]
-        chunks: list[dict[str, Any]] = []
-        for i, (field_name, token) in enumerate(pieces):
-            chunk: dict[str, Any] = {"model": model, "created_at": _now()}
-            if is_chat:
-                message = {"role": "assistant", "content": ""}
-                message[field_name] = token
-                chunk["message"] = message
-            else:
-                chunk["response"] = token if field_name == "content" else ""
-                if field_name == "thinking":
-                    chunk["thinking"] = token
-            chunk["done"] = False
-            if want_logprobs:
-                chunk["logprobs"] = [logprob_entry(token, i, top)]
-            chunks.append(chunk)
-        calls = reply.tool_calls if is_chat else None
-        if calls and not reply.tool_calls_on_final_chunk:
-            message = {"role": "assistant", "content": "", "tool_calls": calls}
-            chunks.append({"model": model, "created_at": _now(), "message": message, "done": False})
-        final: dict[str, Any] = {"model": model, "created_at": _now()}
+        pieces = tokenize(thinking) + tokenize(content)
+        answer: dict[str, Any] = {"model": body["model"], "created_at": _now()}
         if is_chat:
-            final["message"] = {"role": "assistant", "content": ""}
-            if calls and reply.tool_calls_on_final_chunk:
-                final["message"]["tool_calls"] = calls
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if thinking:
+                message["thinking"] = thinking
+            if reply.tool_calls:
+                message["tool_calls"] = reply.tool_calls
+            answer["message"] = message
         else:
-            final["response"] = ""
+            answer["response"] = content
+            if thinking:
+                answer["thinking"] = thinking
         prompt = render_chat(body.get("messages") or []) if is_chat else body.get("prompt", "")
         self.fake.prompts.append(prompt)
-        final["done"] = True
-        final["done_reason"] = cut_reason or reply.done_reason or "stop"
+        answer["done"] = True
+        answer["done_reason"] = cut_reason or reply.done_reason or "stop"
         metrics = {
             "total_duration": 1_000_000 + 20_000_000 * len(pieces),
             "load_duration": 1_000_000,
@@ -227,67 +214,31 @@ class _Handler(Handler):
             "eval_count": len(pieces),
             "eval_duration": 20_000_000 * len(pieces),
         }
-        final.update({k: v for k, v in metrics.items() if v})
-        chunks.append(final)
-        return chunks
+        answer.update({k: v for k, v in metrics.items() if v})
+        if body.get("logprobs") and reply.logprobs and pieces:
+            top = int(body.get("top_logprobs") or 0)
+            answer["logprobs"] = [logprob_entry(t, i, top) for i, t in enumerate(pieces)]
+        return answer
 
-    def _stream(
+    def _send_whole(
         self, body: dict[str, Any], reply: Reply, is_chat: bool, fault: Fault | None
     ) -> None:
-        chunks = self._chunks(body, reply, is_chat)
-        if body.get("stream") is False:
-            self._send_whole(chunks, is_chat, fault)
-            return
-        self.start_stream("application/x-ndjson")
-        head = fault_position(len(chunks))
-        for n, chunk in enumerate(chunks):
-            if fault is not None and n == head:
-                if fault.kind == "drop":
-                    self.drop()
-                    return
-                if fault.kind == "error_line":
-                    self._write_line({"error": fault.message or STATUS_MESSAGES[500]})
-                    self.end_stream()
-                    return
-                if fault.kind == "malformed":
-                    self.write_chunk(b'{"model": "test", "message": {"content": \n')
-            self._write_line(chunk)
-        self.end_stream()
-
-    def _send_whole(self, chunks: list[dict[str, Any]], is_chat: bool, fault: Fault | None) -> None:
         if fault is not None and fault.kind == "drop":
             self.drop()
             return
         if fault is not None and fault.kind == "error_line":
-            self._error(500, fault.message or STATUS_MESSAGES[500])
+            self._error(fault.status or 500, fault.message or STATUS_MESSAGES[500])
             return
-        whole = dict(chunks[-1])
-        key = "message" if is_chat else "response"
-        if is_chat:
-            message = dict(whole["message"])
-            for c in chunks[:-1]:
-                for k, v in c["message"].items():
-                    if k in ("content", "thinking"):
-                        message[k] = message.get(k, "") + v
-                    elif k == "tool_calls":
-                        message[k] = v
-            whole[key] = message
-        else:
-            whole[key] = "".join(c["response"] for c in chunks[:-1])
-            thinking = "".join(c.get("thinking", "") for c in chunks[:-1])
-            if thinking:
-                whole["thinking"] = thinking
-        logprobs = [lp for c in chunks for lp in c.get("logprobs", [])]
-        if logprobs:
-            whole["logprobs"] = logprobs
+        answer = self._answer(body, reply, is_chat)
         if fault is not None and fault.kind == "malformed":
-            data = orjson.dumps(whole)[: -len(key)]
+            key = "message" if is_chat else "response"
+            data = orjson.dumps(answer)[: -len(key)]
             self.send_bytes(200, data, "application/json; charset=utf-8")
             return
         if fault is not None and fault.kind == "wire":
-            misbehave(self, orjson.dumps(whole), fault)
+            misbehave(self, orjson.dumps(answer), fault)
             return
-        self.send_json(200, whole)
+        self.send_json(200, answer)
 
 
 class FakeOllama(FakeModel):

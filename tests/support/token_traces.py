@@ -1,4 +1,5 @@
-"""Traces with exact token ids, and the small tokenizer they are consistent with.
+"""Traces with exact token ids, and the small tokenizer they are consistent with: the layer
+of the trace factory (`tests.support.traces`) for the token exports and RL.
 
 `ChatmlModel` plays a backend that knows ids: it renders the conversation with a ChatML
 template, tokenizes the whole prompt as a server does, and "samples" each piece of model text
@@ -26,6 +27,7 @@ import orjson
 import pytest
 
 from tests.support.llamacpp import MODEL, smollm2_gguf, start_server
+from tests.support.traces import make_trace, opening
 from tracegen.schema import (
     ChatMessage,
     Metrics,
@@ -131,10 +133,7 @@ class _Episode:
     logprobs: dict[int, list[TokenLogprob]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.messages = [
-            ChatMessage(role="system", content=SYSTEM),
-            ChatMessage(role="user", content=PROBLEM),
-        ]
+        self.messages = opening(SYSTEM, PROBLEM)
 
     def generate(self, text: str, steps: list[Step], *, eos: bool, prefill: bool = False) -> None:
         """The model writes ``text`` (a new assistant message, or more of the last one)."""
@@ -165,7 +164,7 @@ class _Episode:
         """tracegen writes a result in a user message."""
         self.messages.append(ChatMessage(role="user", content=f"<{kind}>\n{body}\n</{kind}>"))
         index = len(self.messages) - 1
-        self.steps.append(Step(kind=kind, text=body, source="system", message_index=index))  # type: ignore[arg-type]
+        self.steps.append(Step(kind=kind, text=body, source="system", message_index=index))
 
     def append_response(self, body: str) -> None:
         """tracegen writes a tool response into the assistant message, as inline-tools does."""
@@ -176,7 +175,7 @@ class _Episode:
         )
 
     def trace(self, trace_id: str, mode: str, problem_id: str, sample: int, reward: float) -> Trace:
-        return Trace(
+        return make_trace(
             id=trace_id,
             problem_id=problem_id,
             sample=sample,
@@ -200,7 +199,7 @@ BROKEN = "def add(a, b):\n    return a - b"
 FIXED = "def add(a, b):\n    return a + b"
 
 
-def tool_feedback(model: ChatmlModel, i: int = 0, problem_id: str = "add") -> Trace:
+def tool_feedback(model: ChatmlModel, i: int = 0, *, problem_id: str = "add") -> Trace:
     """Two code turns with an <error> and a <result> fed back, then an answer."""
     episode = _Episode(model)
     error = "1/2 tests passed. expected 3, got -1"
@@ -220,7 +219,7 @@ def tool_feedback(model: ChatmlModel, i: int = 0, problem_id: str = "add") -> Tr
     return episode.trace(f"feedback-{i}", "tool-feedback", problem_id, i, 1.0)
 
 
-def inline_tools(model: ChatmlModel, i: int = 0, problem_id: str = "add") -> Trace:
+def inline_tools(model: ChatmlModel, i: int = 0, *, problem_id: str = "add") -> Trace:
     """One assistant message: a tool call, the response tracegen writes, more thinking, code."""
     episode = _Episode(model)
     call = orjson.dumps({"name": "python", "arguments": {"code": "print(add(1, 2))"}}).decode()
@@ -279,9 +278,9 @@ def constructed(tmp: Path) -> TraceSource:
     traces = []
     for k, problem in enumerate(["add", "sum"]):
         traces += [
-            tool_feedback(model, 3 * k, problem),
-            inline_tools(model, 3 * k + 1, problem),
-            inline_tools(model, 3 * k + 2, problem),
+            tool_feedback(model, 3 * k, problem_id=problem),
+            inline_tools(model, 3 * k + 1, problem_id=problem),
+            inline_tools(model, 3 * k + 2, problem_id=problem),
         ]
     return TraceSource(traces, tokenizer)
 

@@ -11,8 +11,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.traces import write_traces
-from tests.support.traces_factory import markers_trace
+from tests.support.traces import markers_trace, write_traces
 from tracegen.cli import app
 from tracegen.schema import Trace
 from tracegen.views.pass_at_k import estimate_pass_at_k, pass_at_k

@@ -5,8 +5,7 @@ from pathlib import Path
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tests.support.traces import write_traces
-from tests.support.traces_factory import inline_tools_trace, markers_trace
+from tests.support.traces import inline_tools_trace, markers_trace, write_traces
 from tracegen.cli import app
 from tracegen.views.show import render_trace
 

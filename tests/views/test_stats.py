@@ -12,8 +12,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.traces import write_traces
-from tests.support.traces_factory import all_shapes, markers_trace
+from tests.support.traces import all_shapes, markers_trace, write_traces
 from tracegen.cli import app
 from tracegen.errors import JsonlError
 from tracegen.jsonl import line_spans
