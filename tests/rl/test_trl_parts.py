@@ -130,3 +130,18 @@ def test_recorded_rollouts_refuse_what_is_not_trl_records(tmp_path: Path) -> Non
         RecordedRollouts(path)
     with pytest.raises(InputFileError, match="no such file"):
         RecordedRollouts(tmp_path / "missing.jsonl")
+
+
+def test_closing_the_shared_sandboxes_ends_their_processes(env: TracegenEnvironment) -> None:
+    from tests.support.sandboxes import sandbox_processes
+    from tracegen.trl import close_sandboxes
+
+    env.reset(problem=orjson.dumps(ADD).decode())
+    env.python("def add(a, b):\n    return a + b")
+    assert sandbox_processes()
+    close_sandboxes()
+    assert sandbox_processes() == []
+    again = TracegenEnvironment(RunSettings(sandbox="rlimit", max_iterations=2))
+    again.reset(problem=orjson.dumps(ADD).decode())
+    again.python("def add(a, b):\n    return a + b")
+    assert again.get_reward() == 1.0

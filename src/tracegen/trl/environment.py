@@ -58,6 +58,16 @@ class _SandboxLoop:
                 cls._instance = cls()
             return cls._instance
 
+    @classmethod
+    def shut_down(cls) -> None:
+        """Close the process's sandboxes and stop their thread; the next environment starts
+        them again."""
+        with cls._lock:
+            instance, cls._instance = cls._instance, None
+        if instance is not None:
+            instance.close()
+            instance.thread.join(timeout=30)
+
     def run(self, call: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(call, self.loop).result()
 
@@ -78,6 +88,12 @@ class _SandboxLoop:
         if self.loop.is_running():
             asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(timeout=30)
             self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def close_sandboxes() -> None:
+    """Close the sandboxes the environments of this process share (they are closed at exit
+    anyway): their processes end, and a later environment starts new ones."""
+    _SandboxLoop.shut_down()
 
 
 class TracegenEnvironment:
