@@ -67,6 +67,8 @@ async def test_every_episode_is_recorded_with_exact_tokens(
         [
             "--mode",
             mode,
+            "--problems",
+            "builtin",
             "--limit",
             "2",
             *BUDGET,
@@ -91,7 +93,7 @@ async def test_every_episode_is_recorded_with_exact_tokens(
 def test_an_interrupted_run_resumes_without_duplicates(tmp_path: Path, children: list) -> None:
     out, rejects = tmp_path / "t.jsonl", tmp_path / "r.jsonl"
     args = ["run", "--backend", "local", "--mode", "markers", "--limit", "3", *BUDGET]
-    args += ["--concurrency", "1", "-o", str(out), "--rejects", str(rejects)]
+    args += ["--concurrency", "1", "--num-samples", "1", "-o", str(out), "--rejects", str(rejects)]
     first = spawn(args)
     children.append(first)
     wait_for_records(out.with_name(out.name + ".state"), 2, first)  # header and one episode
