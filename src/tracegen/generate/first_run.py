@@ -19,7 +19,7 @@ FIRST_RUN: dict[str, Any] = {
 }
 """The settings a first run takes where none was given (flag, environment or config file),
 measured on the starter set (docs: Getting started): the default model passes the tests in
-tool-feedback with about one program in three, always its first (within 250 tokens), never
+tool-feedback with about one program in four, always its first (within 250 tokens), never
 a later one after seeing the failures; so four fresh samples of each problem, one program
 each, and turns cut at 256 tokens, past which only failing programs ramble on."""
 
