@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracegen.config import RunSettings, load_settings
-from tracegen.generate.command import starts_small
+from tracegen.generate.first_run import FIRST_RUN, STARTER_PROBLEMS, first_run, starts_small
 from tracegen.llm.packaged import DEFAULT_MODEL
 
 
@@ -34,3 +34,26 @@ def test_another_model_keeps_the_builtin_set() -> None:
     chosen = load_settings(RunSettings, {}, env={})
     other = chosen.model_copy(update={"backend": "local", "model": "gemma3-270m"})
     assert not starts_small(other)
+
+
+def test_a_first_run_takes_the_preset_and_says_so() -> None:
+    chosen, said = first_run(settings())
+    assert chosen.problems == STARTER_PROBLEMS
+    for key, value in FIRST_RUN.items():
+        assert getattr(chosen, key) == value
+        assert f"--{key.replace('_', '-')} {value}" in said
+    assert said.startswith("no problems named: the starter set")
+
+
+@pytest.mark.parametrize("key", sorted(FIRST_RUN))
+def test_a_setting_given_by_flag_is_kept(key: str) -> None:
+    given = {"mode": "markers", "max_tokens": 1000, "num_samples": 3, "max_iterations": 2}
+    chosen, said = first_run(settings(**{key: given[key]}))
+    assert getattr(chosen, key) == given[key]
+    assert f"--{key.replace('_', '-')} " not in said
+
+
+def test_a_setting_given_in_the_environment_is_kept() -> None:
+    chosen, said = first_run(settings(env={"TRACEGEN_MODE": "markers"}))
+    assert chosen.mode == "markers"
+    assert "--mode" not in said

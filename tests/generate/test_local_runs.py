@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.runs import clean_env, spawn, wait_for_records
 from tests.support.scenarios import read_jsonl
+from tracegen.generate.first_run import FIRST_RUN
 from tracegen.llm.local import LocalBackend
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 from tracegen.problems import load_problems
@@ -66,6 +67,8 @@ async def test_every_episode_is_recorded_with_exact_tokens(
         [
             "--mode",
             mode,
+            "--problems",
+            "builtin",
             "--limit",
             "2",
             *BUDGET,
@@ -90,7 +93,7 @@ async def test_every_episode_is_recorded_with_exact_tokens(
 def test_an_interrupted_run_resumes_without_duplicates(tmp_path: Path, children: list) -> None:
     out, rejects = tmp_path / "t.jsonl", tmp_path / "r.jsonl"
     args = ["run", "--backend", "local", "--mode", "markers", "--limit", "3", *BUDGET]
-    args += ["--concurrency", "1", "-o", str(out), "--rejects", str(rejects)]
+    args += ["--concurrency", "1", "--num-samples", "1", "-o", str(out), "--rejects", str(rejects)]
     first = spawn(args)
     children.append(first)
     wait_for_records(out.with_name(out.name + ".state"), 2, first)  # header and one episode
@@ -118,12 +121,19 @@ def test_doctor_reports_the_embedded_model() -> None:
     assert "with token ids" in out and "loaded in" in out, out
 
 
-def test_a_first_run_takes_the_starter_problems(tmp_path: Path) -> None:
-    out = tmp_path / "t.jsonl"
+def test_a_first_run_takes_the_starter_problems_and_its_preset(tmp_path: Path) -> None:
+    out, rejects = tmp_path / "t.jsonl", tmp_path / "rejects.jsonl"
     result = run(
-        ["--backend", "local", "--mode", "markers", "--limit", "2", *BUDGET, "-o", str(out)]
+        ["--backend", "local", "--limit", "2", *BUDGET, "-o", str(out), "--rejects", str(rejects)]
     )
     assert result.returncode == 0, result.stderr
-    assert "no problems named: the starter set" in result.stdout
+    said = next(ln for ln in result.stdout.splitlines() if ln.startswith("no problems named"))
+    assert said.startswith("no problems named: the starter set"), said
+    given = set(BUDGET[::2])
+    for key, value in FIRST_RUN.items():
+        flag = f"--{key.replace('_', '-')}"
+        assert (f"{flag} {value}" in said) == (flag not in given), said
+    traces = read_jsonl(out) + read_jsonl(rejects)
     starter = {p.id for p in load_problems("starter")}
-    assert {t["problem_id"] for t in read_jsonl(out)} <= starter
+    assert traces and {t["problem_id"] for t in traces} <= starter
+    assert {t["mode"] for t in traces} == {FIRST_RUN["mode"]}

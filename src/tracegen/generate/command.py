@@ -13,6 +13,7 @@ from tracegen.config import RunSettings
 from tracegen.data.prompts import load_prompt
 from tracegen.errors import ConfigError
 from tracegen.generate.executor import Executor
+from tracegen.generate.first_run import first_run, starts_small
 from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
@@ -29,7 +30,6 @@ from tracegen.generate.shards import (
 )
 from tracegen.jsonl import special_file_warning
 from tracegen.llm.factory import choose_backend, local_backend, open_pool
-from tracegen.llm.packaged import DEFAULT_MODEL
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
 from tracegen.parsing.tool_parsers import choose_parser
@@ -62,20 +62,19 @@ async def _run(settings: RunSettings) -> int:
     reporter = Reporter(
         stats, lambda: pool.in_flight if pool else 0, display=Reporter.choose(settings.quiet)
     )
-    mode = get_mode(settings.mode)
+    get_mode(settings.mode)  # an unknown mode is refused before any server is asked
     executor = executor_class(settings.executor)
-    system_prompt = load_prompt(settings.mode, settings.prompts_dir)
+    load_prompt(settings.mode, settings.prompts_dir)
     problems = load_problems(
         settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
     )
     settings = await choose_backend(settings, reporter.info)
     if starts_small(settings):
-        settings = settings.model_copy(update={"problems": STARTER_PROBLEMS})
-        problems = load_problems(STARTER_PROBLEMS, limit=settings.limit)
-        reporter.info(
-            f"no problems named: the {STARTER_PROBLEMS} set, small functions sized for "
-            f"{DEFAULT_MODEL} (--problems builtin, humaneval… for more)"
-        )
+        settings, said = first_run(settings)
+        problems = load_problems(settings.problems, limit=settings.limit)
+        reporter.info(said)
+    mode = get_mode(settings.mode)
+    system_prompt = load_prompt(settings.mode, settings.prompts_dir)
     runs_in_process(settings, executor)
     settings = constrained(settings, mode.constrain_auto)
     local = local_backend(settings) if settings.backend == "local" else None
@@ -140,20 +139,6 @@ async def _run(settings: RunSettings) -> int:
         mark_done(output, *shard)
         reporter.info(f"shard {shard[0]} is done: {output}")
     return status
-
-
-STARTER_PROBLEMS = "starter"
-"""The problem set of a first run: small functions the default embedded model can write."""
-
-
-def starts_small(settings: RunSettings) -> bool:
-    """Whether this is a first run: the default embedded model, and no problems named."""
-    return (
-        settings.backend == "local"
-        and settings.model == DEFAULT_MODEL
-        and "problems" not in settings.model_fields_set
-        and not settings.problem_ids
-    )
 
 
 def with_tool_parser(
