@@ -105,6 +105,8 @@ class HttpBackend:
     """How messages name the server (``Ollama``)."""
     key_variable: ClassVar[str] = "TRACEGEN_API_KEY"
     """The environment variable users set the API key with, for the 401 hint."""
+    key_settings: ClassVar[tuple[str, ...]] = ("api_key",)
+    """The settings that may hold its API key, the first one set wins."""
 
     def __init__(
         self,
