@@ -1,4 +1,25 @@
-"""The exceptions a user can cause; the CLI turns each into one line and exit status 2."""
+"""The exceptions a user can cause; the CLI turns each into one line and exit status 2.
+
+Whether a failure of the model server is retried, ends one episode or stops the run is
+said here and nowhere else: each `BackendError` subclass sets `BackendError.stops`, and the
+transport's retries (`tracegen.llm.retries`), the host pool, the modes and `run_episode` read
+it (or `BackendError.retryable`, which is ``stops == "request"``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+Stops = Literal["request", "episode", "run"]
+"""What a `BackendError` stops:
+
+- ``"request"``: trying again may fix it. The transport retries the request and the host pool
+  counts it against its host; once the retries are spent, it is the episode's own failure.
+- ``"episode"``: the episode's own failure, recorded in its trace (kind ``backend``); the run
+  goes on.
+- ``"run"``: no other episode would survive it either (an unknown model, a rejected key or
+  request, a server tracegen cannot read): the run stops with its one line.
+"""
 
 
 class TracegenError(Exception):
@@ -51,55 +72,69 @@ class BackendError(TracegenError):
     """The model server failed in a way retries did not fix."""
 
     exit_code = 1
-    retryable = False
+    stops: ClassVar[Stops] = "episode"
+    """What it stops (`Stops`)."""
     retry_after: float | None = None
     """Seconds the server asked to wait before trying again (``Retry-After``), if it said."""
+
+    @property
+    def retryable(self) -> bool:
+        """Whether trying the same request again may succeed (``stops == "request"``)."""
+        return self.stops == "request"
 
 
 class BackendUnavailable(BackendError):
     """The server cannot be reached (connection refused, DNS, TLS)."""
 
-    retryable = True
+    stops = "request"
 
 
 class ModelNotFound(BackendError):
     """The server does not have the requested model."""
 
+    stops = "run"
+
 
 class BadRequest(BackendError):
     """The server rejected the request (HTTP 400)."""
+
+    stops = "run"
 
 
 class AuthError(BackendError):
     """Missing or wrong API key (HTTP 401/403)."""
 
+    stops = "run"
+
 
 class Overloaded(BackendError):
     """The server is busy or rate-limiting (HTTP 429/503)."""
 
-    retryable = True
+    stops = "request"
 
 
 class ServerError(BackendError):
     """The server failed (HTTP 500, or an error line mid-stream)."""
 
-    retryable = True
+    stops = "request"
 
 
 class BackendTimeout(BackendError):
     """The server did not answer in time."""
 
-    retryable = True
+    stops = "request"
 
 
 class ProtocolError(BackendError):
     """The server sent something that is not its wire format (a malformed line or body)."""
 
-    retryable = True
+    stops = "request"
 
 
 class LogprobsMissing(BackendError):
     """--require-logprobs was given and the server returned no logprobs."""
+
+    stops = "run"
 
 
 class AnswerTooLarge(ProtocolError):
@@ -113,3 +148,5 @@ class ImpossibleTokenId(ProtocolError):
 
 class UnreadableServer(BackendError):
     """The server keeps answering what tracegen cannot read: it is asked no more."""
+
+    stops = "run"

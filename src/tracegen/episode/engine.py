@@ -28,13 +28,14 @@ async def run_episode(
 
     A failure of the episode itself (a limit, an unreadable tool call, a backend that gave
     up on a request, a bug) is recorded in the trace's ``error``. Errors no other episode
-    would survive either — an unknown model, a rejected key, a bad request, a broken
-    setting — are raised, so the caller can stop.
+    would survive either — a backend error that stops the run (`tracegen.errors.Stops`:
+    an unknown model, a rejected key, a bad request…), a broken setting — are raised, so the
+    caller can stop.
     """
     try:
         return await mode.run(spec, backend, sandbox)
     except BackendError as e:
-        if not e.retryable:
+        if e.stops == "run":
             raise
         return spec.failed(backend_failure(e))
     except TracegenError:

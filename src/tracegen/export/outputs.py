@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from tracegen.errors import MissingExtraError
 from tracegen.export.builder import Row
@@ -44,6 +44,12 @@ class Batch:
 
 
 class Output(Protocol):
+    arrow: ClassVar[bool]
+    """Whether it writes Arrow tables (it is given the format's features, and batches are
+    as large as the format makes them); else records one by one."""
+
+    def __init__(self, path: Path, feats: Features | None) -> None: ...
+
     def write(self, batch: Batch) -> None: ...
 
     def close(self) -> None:
@@ -51,6 +57,8 @@ class Output(Protocol):
 
 
 class JsonlOutput:
+    arrow: ClassVar[bool] = False
+
     def __init__(self, path: Path, feats: Features | None) -> None:
         self._writer = JsonlWriter(path)
 
@@ -63,6 +71,8 @@ class JsonlOutput:
 
 
 class ParquetOutput:
+    arrow: ClassVar[bool] = True
+
     def __init__(self, path: Path, feats: Features | None) -> None:
         try:
             import pyarrow.parquet as pq
@@ -80,6 +90,8 @@ class ParquetOutput:
 
 class HfOutput:
     """A folder that ``datasets.load_from_disk`` opens, written as the records come."""
+
+    arrow: ClassVar[bool] = True
 
     def __init__(self, path: Path, feats: Features | None) -> None:
         from datasets.arrow_writer import ArrowWriter
@@ -114,9 +126,9 @@ class HfOutput:
             json.dump({key: info[key] for key in sorted(info)}, fh, indent=2)
 
 
-OUTPUTS: dict[OutputKind, Callable[[Path, Features | None], Output]] = {
+OUTPUTS: dict[OutputKind, type[Output]] = {
     "jsonl": JsonlOutput,
     "parquet": ParquetOutput,
     "hf": HfOutput,
 }
-ARROW_OUTPUTS: set[OutputKind] = {"parquet", "hf"}
+"""Each output by kind (``-o``, ``--parquet``, ``--to-hf``)."""

@@ -26,7 +26,7 @@ from tracegen.export.builder import (
     Skipped,
     is_convertible,
 )
-from tracegen.export.outputs import ARROW_OUTPUTS, OUTPUTS, Batch, Output, OutputKind
+from tracegen.export.outputs import OUTPUTS, Batch, Output, OutputKind
 from tracegen.export.registry import FORMATS
 from tracegen.jsonl import iter_raw_lines, special_file, validate
 from tracegen.schema import Trace
@@ -128,11 +128,12 @@ def convert_file(
         outputs: list[Output] = []
         for kind, target in targets.items():
             tmp = stack.enter_context(replacing(target))
-            output = OUTPUTS[kind](tmp, feats() if kind in ARROW_OUTPUTS else None)
+            make = OUTPUTS[kind]
+            output = make(tmp, feats() if make.arrow else None)
             stack.callback(output.close)
             outputs.append(output)
         rows = builder.gather(iter_converted(source, builder, options, counts))
-        size = builder.batch_rows if ARROW_OUTPUTS & targets.keys() else 1
+        size = builder.batch_rows if any(o.arrow for o in outputs) else 1
         while chunk := list(islice(rows, size)):
             batch = Batch(chunk, feats)
             for output in outputs:

@@ -3,13 +3,13 @@
 A format is its name (``IN.<name>.jsonl``), the flag that asks for it, the `Builder` that
 makes its records, their `datasets` features, the options it takes, and what the dataset
 card says of its records. Every output (JSONL, Parquet, ``--to-hf``) carries every format.
-The module that makes a format's records is imported when it is used: the token formats
-bring numpy, which a text format has no use for.
+Each entry loads what makes its records when it is used: the token formats bring numpy,
+which a text format has no use for.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,23 +33,54 @@ class Format:
     name: str
     flag: str
     """How it is asked for: ``--chat-format``, ``--rl trl``."""
-    maker: str
-    """What makes its records, as ``module:NAME``."""
+    load: Callable[[], _Maker]
+    """What makes its records, imported when called."""
     takes: frozenset[str]
     """The options of `ConvertOptions` shaping records that it takes, by flag."""
     fields: str
     """The dataset card's account of a record."""
 
-    def _made_by(self) -> _Maker:
-        module, _, name = self.maker.partition(":")
-        maker: _Maker = getattr(importlib.import_module(module), name)
-        return maker
-
     def builder(self, options: ConvertOptions, counts: ConvertCounts) -> Builder:
-        return self._made_by().builder(options, counts)
+        return self.load().builder(options, counts)
 
     def features(self, options: ConvertOptions) -> Features:
-        return self._made_by().features(options)
+        return self.load().features(options)
+
+
+def _chat() -> _Maker:
+    from tracegen.export.formats import CHAT
+
+    return CHAT
+
+
+def _sharegpt() -> _Maker:
+    from tracegen.export.formats import SHAREGPT
+
+    return SHAREGPT
+
+
+def _training() -> _Maker:
+    from tracegen.export.formats import TRAINING
+
+    return TRAINING
+
+
+def _trl() -> _Maker:
+    from tracegen.export.tokens.formats import TRL
+
+    return TRL
+
+
+def _atropos() -> _Maker:
+    from tracegen.export.tokens.formats import ATROPOS
+
+    return ATROPOS
+
+
+def _tokenized() -> _Maker:
+    from tracegen.export.tokens.formats import TOKENIZED
+
+    return TOKENIZED
 
 
 TEXT_FIELDS = (
@@ -76,28 +107,28 @@ FORMATS: dict[str, Format] = {
         Format(
             "chat",
             "--chat-format",
-            "tracegen.export.formats:CHAT",
+            _chat,
             frozenset({"--reasoning-field", "--keep-logprobs"}),
             TEXT_FIELDS,
         ),
         Format(
             "sharegpt",
             "--sharegpt",
-            "tracegen.export.formats:SHAREGPT",
+            _sharegpt,
             frozenset({"--keep-logprobs"}),
             TEXT_FIELDS,
         ),
         Format(
             "training",
             "--training-format",
-            "tracegen.export.formats:TRAINING",
+            _training,
             frozenset({"--keep-logprobs"}),
             TEXT_FIELDS,
         ),
         Format(
             "rl-trl",
             "--rl trl",
-            "tracegen.export.tokens.formats:TRL",
+            _trl,
             TOKEN_OPTIONS,
             "Each row is an episode as a TRL `GRPOTrainer` `rollout_func` returns it: "
             "`prompt_ids`, `completion_ids` (the model's tokens and, between them, what "
@@ -109,7 +140,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "rl-atropos",
             "--rl atropos",
-            "tracegen.export.tokens.formats:ATROPOS",
+            _atropos,
             TOKEN_OPTIONS | {"--min-group-size", "--drop-equal-scores"},
             "Each row is the group of one problem's samples in the shape of Atropos' "
             "`ScoredDataGroup`: `tokens`, `masks` (`-100` on the prompt and on tracegen's "
@@ -120,7 +151,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "tokenized",
             "--tokenized",
-            "tracegen.export.tokens.formats:TOKENIZED",
+            _tokenized,
             TOKEN_OPTIONS | {"--max-length"},
             "Each row is pre-tokenized for TRL's `SFTTrainer`: `input_ids`, `attention_mask` "
             "and `assistant_masks` (1 only on the model's tokens, not on the prompt nor on "

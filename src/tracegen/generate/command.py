@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -38,17 +37,29 @@ from tracegen.problems import load_problems
 if TYPE_CHECKING:
     from tracegen.llm.local import LocalBackend
 
-EXECUTORS = {
-    "local": "tracegen.generate.local_executor:LocalExecutor",
-    "ray": "tracegen.generate.ray_executor:RayExecutor",
+
+def _local_executor() -> type[Executor]:
+    from tracegen.generate.local_executor import LocalExecutor
+
+    return LocalExecutor
+
+
+def _ray_executor() -> type[Executor]:
+    from tracegen.generate.ray_executor import RayExecutor  # imports Ray: only when chosen
+
+    return RayExecutor
+
+
+EXECUTORS: dict[str, Callable[[], type[Executor]]] = {
+    "local": _local_executor,
+    "ray": _ray_executor,
 }
-"""Where episodes run (``--executor``), imported only when chosen."""
+"""Where episodes run, by the name ``--executor`` takes: each entry loads its class when
+chosen."""
 
 
 def executor_class(name: str) -> type[Executor]:
-    module, _, attribute = EXECUTORS[name].partition(":")
-    cls: type[Executor] = getattr(importlib.import_module(module), attribute)
-    return cls
+    return EXECUTORS[name]()
 
 
 def run_command(settings: RunSettings) -> int:

@@ -202,7 +202,7 @@ class _Lost(Exception):
 class _HostGaveUp(BackendError):
     """An episode the backend gave up on: a failure of its host, for the pool."""
 
-    retryable = True
+    stops = "request"
 
     def __init__(self, trace: Trace) -> None:
         assert trace.error is not None

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tracegen.config import DEFAULT_HOST, RunSettings, redact_url
 from tracegen.errors import BackendError, BackendTimeout, BackendUnavailable, ConfigError
@@ -25,14 +25,22 @@ from tracegen.llm.openai import OpenAIBackend
 from tracegen.llm.packaged import DEFAULT_MODEL, PACKAGED, find_model
 from tracegen.llm.pool import HostPool
 
-BACKENDS: dict[str, Callable[..., HostBackend]] = {
+
+class ServerBackend(Protocol):
+    """A backend class for a model server: built per host, its API key in ``key_settings``."""
+
+    @property
+    def key_settings(self) -> tuple[str, ...]: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> HostBackend: ...
+
+
+BACKENDS: dict[str, ServerBackend] = {
     "ollama": OllamaBackend,
     "openai": OpenAIBackend,
 }
-"""Backend kinds by the name ``--backend`` takes (`tracegen.config.BACKEND_CHOICES` lists them
-with ``auto``), in the order ``auto`` tries them."""
-KEYS: dict[str, tuple[str, ...]] = {"openai": ("openai_api_key", "api_key")}
-"""The settings holding a kind's API key, first set wins (default: ``api_key``)."""
+"""Model servers' backends by the name ``--backend`` takes (`tracegen.config.BACKEND_CHOICES`
+lists them with ``auto`` and ``local``, the embedded model), in the order ``auto`` tries them."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ def backend_for(
         make = BACKENDS[kind]
     except KeyError:
         raise ConfigError(f"unknown backend {kind!r}; known: {', '.join(BACKENDS)}") from None
-    key = next((v for v in (getattr(settings, k) for k in KEYS.get(kind, ("api_key",))) if v), None)
+    key = next((v for v in (getattr(settings, k) for k in make.key_settings) if v), None)
     options: dict[str, Any] = {
         "api_key": key.get_secret_value() if key else None,
         "timeout_s": settings.request_timeout_s if timeout_s is None else timeout_s,

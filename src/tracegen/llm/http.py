@@ -28,10 +28,10 @@ An answer may hold `answer_limit` bytes (from ``max_tokens``, logprobs counted, 
 that is not JSON, too large) `UNREADABLE_IN_A_ROW` times in a row at one path is asked there no
 more: that answer is an `UnreadableServer`, which stops the run, showing the first bytes sent.
 
-A retry restarts the request from scratch (a partial stream is discarded), waiting the
-server's ``Retry-After`` when it sent one, else a random time up to
-``retry_initial_s · 2^n`` (capped at ``retry_max_s``): at most ``max_attempts`` attempts and
-``max_retry_s`` seconds of waiting in all.
+A retry restarts the request from scratch (a partial stream is discarded), as the backend's
+`tracegen.llm.retries.RetryPolicy` says: waiting the server's ``Retry-After`` when it sent
+one, else a random time up to ``retry_initial_s · 2^n`` (capped at ``retry_max_s``): at most
+``max_attempts`` attempts and ``max_retry_s`` seconds of waiting in all.
 """
 
 from __future__ import annotations
@@ -43,15 +43,6 @@ from typing import Any, ClassVar, TypeVar
 
 import httpx
 import orjson
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_any,
-    wait_random_exponential,
-)
-from tenacity.stop import stop_base
 
 from tracegen.config import redact_url
 from tracegen.errors import (
@@ -69,6 +60,7 @@ from tracegen.errors import (
     UnreadableServer,
 )
 from tracegen.llm.base import SESSION_ID, ChatRequest, RetryListener, ServerInfo
+from tracegen.llm.retries import RetryPolicy
 from tracegen.llm.transport import (
     HttpResponse,
     MalformedResponse,
@@ -113,6 +105,8 @@ class HttpBackend:
     """How messages name the server (``Ollama``)."""
     key_variable: ClassVar[str] = "TRACEGEN_API_KEY"
     """The environment variable users set the API key with, for the 401 hint."""
+    key_settings: ClassVar[tuple[str, ...]] = ("api_key",)
+    """The settings that may hold its API key, the first one set wins."""
 
     def __init__(
         self,
@@ -140,11 +134,13 @@ class HttpBackend:
         """Who answers at the host, when already known (the factory found out)."""
         self.timeout_s = timeout_s
         self._has_key = bool(api_key)
-        self._attempts = max(1, max_attempts)
-        self._max_retry_s = max_retry_s
-        self._retry_initial_s = retry_initial_s
-        self._retry_max_s = retry_max_s
-        self._on_retry = on_retry
+        self.retry_policy = RetryPolicy(
+            attempts=max(1, max_attempts),
+            max_waiting_s=max_retry_s,
+            initial_s=retry_initial_s,
+            max_s=retry_max_s,
+            on_retry=on_retry,
+        )
         self.max_answer_bytes = max_answer_bytes
         self._unreadable: dict[str, int] = {}
         """Answers in a row that could not be read, by path."""
@@ -188,31 +184,8 @@ class HttpBackend:
     # ------------------------------------------------------------ requests
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """``attempt()`` until it succeeds or fails in a way retrying does not fix. The
-        first attempt runs bare (most succeed); the retry machinery starts only after a
-        failure it may fix, which it takes as its own first attempt."""
-        try:
-            return await attempt()
-        except BackendError as e:
-            if not e.retryable or self._attempts == 1:
-                raise
-            failed: BackendError | None = e
-        retrying = AsyncRetrying(
-            stop=stop_any(stop_after_attempt(self._attempts), _StopAfterWaiting(self._max_retry_s)),
-            wait=self._wait,
-            retry=retry_if_exception(lambda e: isinstance(e, BackendError) and e.retryable),
-            before_sleep=self._tell_retry,
-            reraise=True,
-        )
-
-        async def once() -> T:
-            nonlocal failed
-            if failed is not None:
-                error, failed = failed, None
-                raise error
-            return await attempt()
-
-        return await retrying(once)
+        """``attempt()`` until it succeeds or fails in a way `retry_policy` does not retry."""
+        return await self.retry_policy.call(attempt)
 
     async def get_json(self, path: str, *, model: str | None = None) -> Json:
         return await self.retrying(lambda: self.request_json("GET", path, None, model))
@@ -341,35 +314,6 @@ class HttpBackend:
             message = None
         text = bytes(raw[:800]).decode(errors="replace").strip()
         return message or clip(text, 200) or "no message"
-
-    # ------------------------------------------------------------ retry policy
-
-    def _wait(self, state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome else None
-        after = getattr(error, "retry_after", None)
-        if after is not None:
-            return float(min(after, self._retry_max_s))
-        backoff = wait_random_exponential(multiplier=self._retry_initial_s, max=self._retry_max_s)
-        return float(backoff(state))
-
-    def _tell_retry(self, state: RetryCallState) -> None:
-        if self._on_retry is None:
-            return
-        error = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
-        self._on_retry(
-            f"{error} (attempt {state.attempt_number} of {self._attempts}); retrying in {wait:.1f}s"
-        )
-
-
-class _StopAfterWaiting(stop_base):
-    """Stop once the waits between attempts add up to ``seconds``."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return retry_state.idle_for >= self.seconds
 
 
 def retry_after_s(value: str | None) -> float | None:

@@ -96,6 +96,7 @@ class OpenAIBackend(HttpBackend):
     ``server`` is who answers there when already known (else asked on first use)."""
 
     key_variable: ClassVar[str] = "OPENAI_API_KEY"
+    key_settings: ClassVar[tuple[str, ...]] = ("openai_api_key", "api_key")
 
     def __init__(self, host: str, model: str, **kw: Any) -> None:
         # Requests go below the server's root (``/v1/…`` and llama.cpp's own ``/tokenize``…);

@@ -1,23 +1,13 @@
-"""The generation modes: one module per conversation protocol, registered by name.
+"""The generation modes: one module per conversation protocol, listed by name in `MODES`.
 
-Adding a mode: a module here with a `TracedMode` subclass decorated with ``@register``, its
-import below, and its system prompt in ``prompts/<name>.txt``."""
+Adding a mode: a module here with a `TracedMode` subclass, its entry in
+`tracegen.modes.registry.MODES`, and its system prompt in ``prompts/<name>.txt``."""
 
-# ruff: noqa: I001  (the imports register the modes in the order users see them)
 from __future__ import annotations
 
-from tracegen.modes import (  # noqa: F401
-    markers,
-    forced_interleave,
-    tool_feedback,
-    interleaved_tools,
-    inline_tools,
-    structured,
-    native_tools,
-)
 from tracegen.modes.base import Mode
-from tracegen.modes.registry import get_mode, mode_names
+from tracegen.modes.registry import MODES, get_mode, mode_names
 
 MODE_NAMES = mode_names()
 
-__all__ = ["MODE_NAMES", "Mode", "get_mode"]
+__all__ = ["MODES", "MODE_NAMES", "Mode", "get_mode", "mode_names"]

@@ -4,11 +4,12 @@ A mode owns the conversation of one episode and returns a `Trace`. It never writ
 and never speaks HTTP: it has a `Backend` and a `CodeRunner`. When the backend gives up
 (a `BackendError` after its retries), the mode returns the trace so far with ``error`` set
 (kind ``backend``, reason from the exception class: ``overloaded``, ``timeout``,
-``server_error``, ``protocol_error``, ``unavailable``…), except for `ModelNotFound`,
-`AuthError` and `BadRequest`, which no other episode would survive either: those propagate
-so the run stops with a clear message. Limits hit (``max_iterations``, ``max_steps``,
-``max_tokens``, ``repetition``) are failures of kind ``limit``, two unreadable tool calls in
-a row one of kind ``parse``; such traces are complete records.
+``server_error``, ``protocol_error``, ``unavailable``…), except for the errors no other
+episode would survive either (``stops == "run"`` in `tracegen.errors`: `ModelNotFound`,
+`AuthError`, `BadRequest`…): those propagate so the run stops with a clear message. Limits
+hit (``max_iterations``, ``max_steps``, ``max_tokens``, ``repetition``) are failures of kind
+``limit``, two unreadable tool calls in a row one of kind ``parse``; such traces are complete
+records.
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ from tracegen.episode.assembly import assemble
 from tracegen.episode.limits import EpisodeEnded, backend_failure
 from tracegen.episode.session import Session
 from tracegen.episode.spec import EpisodeSpec
-from tracegen.errors import AuthError, BackendError, BadRequest, ModelNotFound, UnreadableServer
+from tracegen.errors import BackendError
 from tracegen.llm.base import Backend
 from tracegen.llm.grammar import Grammar
 from tracegen.parsing.program import defines
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import Trace, TraceError
-
-FATAL_BACKEND_ERRORS = (ModelNotFound, AuthError, BadRequest, UnreadableServer)
 
 
 class Mode(Protocol):
@@ -69,9 +68,9 @@ class TracedMode(ABC):
             await self.converse(session)
         except EpisodeEnded as e:
             error = e.error
-        except FATAL_BACKEND_ERRORS:
-            raise
         except BackendError as e:
+            if e.stops == "run":
+                raise
             error = backend_failure(e)
         return await assemble(session, self, error)
 

@@ -6,11 +6,9 @@ from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import CONTINUE, STEP_TAGS, assembled, interleaved, tag_turn, turn_kinds
 from tracegen.modes.grammars import ONE_STEP
-from tracegen.modes.registry import register
 from tracegen.schema import Trace
 
 
-@register
 class ForcedInterleave(TracedMode):
     name = "forced-interleave"
     grammar = ONE_STEP

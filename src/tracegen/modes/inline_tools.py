@@ -17,7 +17,6 @@ from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 from tracegen.modes.grammars import INLINE_CONTINUE, INLINE_FINISH, INLINE_START
-from tracegen.modes.registry import register
 from tracegen.parsing.segment import open_blocks
 from tracegen.parsing.toolcall import ToolCallParseError, find_tool_call, parse_tool_call
 from tracegen.schema import Step, Trace
@@ -35,7 +34,6 @@ def _ends_in_open_call(text: str) -> bool:
     return last is not None and not last.closed and last.end == len(text)
 
 
-@register
 class InlineTools(TracedMode):
     name = "inline-tools"
     continues_message = True

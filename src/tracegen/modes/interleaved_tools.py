@@ -7,14 +7,12 @@ from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import CONTINUE, STEP_TAGS, add_feedback, assembled, tag_turn
 from tracegen.modes.grammars import ONE_STEP
-from tracegen.modes.registry import register
 from tracegen.parsing.program import is_complete
 from tracegen.schema import Trace
 
 MAX_BLOCK_LINES = 3
 
 
-@register
 class InterleavedTools(TracedMode):
     """Code problems end when the tests pass; math problems at the model's ``<verify>``."""
 

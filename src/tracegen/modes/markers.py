@@ -6,11 +6,9 @@ from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import assembled, interleaved, tag_turn
 from tracegen.modes.grammars import MARKERS
-from tracegen.modes.registry import register
 from tracegen.schema import Trace
 
 
-@register
 class Markers(TracedMode):
     name = "markers"
     grammar = MARKERS

@@ -23,7 +23,6 @@ from tracegen.episode.session import Session
 from tracegen.llm.local import HOST as EMBEDDED_HOST
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
-from tracegen.modes.registry import register
 from tracegen.parsing.tool_parsers import AUTO, choose_parser, parse_text_tool_calls
 from tracegen.schema import Step, ToolCall, ToolPath, Trace
 
@@ -62,7 +61,6 @@ def text_parser(session: Session) -> str | None:
     return choose_parser(None, None, settings.model).parser
 
 
-@register
 class NativeTools(TracedMode):
     name = "native-tools"
     reads_tool_calls = True

@@ -1,4 +1,4 @@
-"""The modes by name: each mode module registers its class; `get_mode` looks one up."""
+"""The modes by name, in the order users see them; `get_mode` makes one."""
 
 from __future__ import annotations
 
@@ -6,24 +6,37 @@ from collections.abc import Callable
 
 from tracegen.errors import ConfigError
 from tracegen.modes.base import Mode
+from tracegen.modes.forced_interleave import ForcedInterleave
+from tracegen.modes.inline_tools import InlineTools
+from tracegen.modes.interleaved_tools import InterleavedTools
+from tracegen.modes.markers import Markers
+from tracegen.modes.native_tools import NativeTools
+from tracegen.modes.structured import Structured
+from tracegen.modes.tool_feedback import ToolFeedback
 
-_MODES: dict[str, Callable[[], Mode]] = {}
-
-
-def register(cls: type[Mode]) -> type[Mode]:
-    """Class decorator: make the mode available as ``--mode <cls.name>``."""
-    _MODES[cls.name] = cls
-    return cls
+MODES: dict[str, Callable[[], Mode]] = {
+    mode.name: mode
+    for mode in (
+        Markers,
+        ForcedInterleave,
+        ToolFeedback,
+        InterleavedTools,
+        InlineTools,
+        Structured,
+        NativeTools,
+    )
+}
+"""Each mode by the name ``--mode`` takes (its class's ``name``)."""
 
 
 def mode_names() -> tuple[str, ...]:
-    """Every registered mode, in registration order."""
-    return tuple(_MODES)
+    """Every mode's name, in the order users see them."""
+    return tuple(MODES)
 
 
 def get_mode(name: str) -> Mode:
     """The mode called ``name``; an unknown name is a `ConfigError` listing the known ones."""
     try:
-        return _MODES[name]()
+        return MODES[name]()
     except KeyError:
-        raise ConfigError(f"unknown mode {name!r}; known: {', '.join(_MODES)}") from None
+        raise ConfigError(f"unknown mode {name!r}; known: {', '.join(MODES)}") from None

@@ -7,14 +7,12 @@ import re
 from tracegen.episode.session import Session
 from tracegen.modes.common import FeedbackLoop, add_feedback, tag_turn, turn_kinds
 from tracegen.modes.grammars import PLAN_CODE, REFLECTION
-from tracegen.modes.registry import register
 from tracegen.schema import ExecResult, Trace
 
 _LETTERS = {"plan": "p", "code": "c", "reflection": "r"}
 _SHAPE = re.compile(r"pc(rpc)*r")
 
 
-@register
 class Structured(FeedbackLoop):
     """The execute-and-fix loop with ``<plan>`` and ``<reflection>``; after the tests pass
     the model sees the result and writes a last reflection."""

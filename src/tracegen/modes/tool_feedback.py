@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from tracegen.modes.common import FeedbackLoop, turn_kinds
 from tracegen.modes.grammars import THINK_CODE
-from tracegen.modes.registry import register
 from tracegen.schema import Trace
 
 
-@register
 class ToolFeedback(FeedbackLoop):
     name = "tool-feedback"
     grammar = THINK_CODE

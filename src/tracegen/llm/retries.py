@@ -1,0 +1,86 @@
+"""When and how a model request is tried again: one `RetryPolicy` per backend, run by tenacity.
+
+A request is retried when its error says so (`tracegen.errors.BackendError.retryable`),
+waiting the server's ``Retry-After`` when it sent one, else a random time up to
+``initial_s · 2^n`` (capped at ``max_s``): at most ``attempts`` attempts and ``max_waiting_s``
+seconds of waiting in all.
+
+Most requests succeed at once, so the first attempt runs bare: tenacity costs about 25 µs of
+CPU a call, a tenth of a model turn's (docs/performance.md). Its failure, when the policy
+retries it, is tenacity's first attempt, so its counts, waits and stop see it as any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
+
+from tracegen.errors import BackendError
+from tracegen.llm.base import RetryListener
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a backend's requests are retried (see the module docstring)."""
+
+    attempts: int = 5
+    max_waiting_s: float = 120.0
+    initial_s: float = 1.0
+    max_s: float = 30.0
+    on_retry: RetryListener | None = None
+    """Told each retry in one line (the error, the attempt, the wait)."""
+
+    @staticmethod
+    def retries(error: BaseException) -> bool:
+        """Whether trying again may fix ``error``."""
+        return isinstance(error, BackendError) and error.retryable
+
+    async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()`` until it succeeds or fails in a way the policy does not retry."""
+        try:
+            return await attempt()
+        except BackendError as e:
+            if self.attempts <= 1 or not self.retries(e):
+                raise
+            first = e
+        async for each in self.tenacity():
+            with each:
+                if each.retry_state.attempt_number == 1:
+                    raise first
+                return await attempt()
+        raise AssertionError("tenacity ends by returning or raising")  # pragma: no cover
+
+    def tenacity(self) -> AsyncRetrying:
+        """The policy as tenacity runs it (a new one per request: tenacity keeps its state)."""
+        return AsyncRetrying(
+            stop=self._stop,
+            wait=self._wait,
+            retry=retry_if_exception(self.retries),
+            before_sleep=self._tell,
+            reraise=True,
+        )
+
+    def _stop(self, state: RetryCallState) -> bool:
+        return state.attempt_number >= self.attempts or state.idle_for >= self.max_waiting_s
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        after = getattr(error, "retry_after", None)
+        if after is not None:
+            return float(min(after, self.max_s))
+        backoff = wait_random_exponential(multiplier=self.initial_s, max=self.max_s)
+        return float(backoff(state))
+
+    def _tell(self, state: RetryCallState) -> None:
+        if self.on_retry is None:
+            return
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        self.on_retry(
+            f"{error} (attempt {state.attempt_number} of {self.attempts}); retrying in {wait:.1f}s"
+        )
