@@ -44,3 +44,18 @@ def test_an_option_is_validated_by_the_settings_model() -> None:
     result = runner.invoke(app, ["run", "--num-samples", "0"])
     assert result.exit_code == 2
     assert "num-samples (flag): Input should be greater than or equal to 1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "settings"),
+    [("verify", ("problems", "sandbox")), ("problems", ("limit", "problem_ids"))],
+)
+def test_commands_sharing_run_settings_take_their_declaration(
+    command: str, settings: tuple[str, ...]
+) -> None:
+    result = runner.invoke(app, [command, "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for name in settings:
+        assert str(FIELDS[name].description) in text, name
+    assert "[env:" not in text  # these commands read their flags only

@@ -48,11 +48,12 @@ def option_type(annotation: Any, repeat: bool) -> Any:
 
 
 def parameters(
-    model: type[BaseModel], names: Iterable[str] | None = None
+    model: type[BaseModel], names: Iterable[str] | None = None, *, env: bool = True
 ) -> list[inspect.Parameter]:
     """One keyword parameter per setting of ``model`` that has an option (``names``: these
     settings only, in this order), each ``None`` unless given, so that the environment and a
-    config file can fill it (`tracegen.config.load_settings`)."""
+    config file can fill it (`tracegen.config.load_settings`); ``env=False`` for a command
+    that reads its flags only (its help then names no variable)."""
     fields = model.model_fields
     chosen = list(fields) if names is None else list(names)
     out = []
@@ -62,7 +63,7 @@ def parameters(
         if not shown["option"]:
             continue
         kind = option_type(field.annotation, shown["repeat"])
-        help_text = f"{field.description} [env: {shown['env']}]"
+        help_text = f"{field.description} [env: {shown['env']}]" if env else field.description
         option = typer.Option(*shown["flags"], help=help_text, rich_help_panel=shown["panel"])
         annotation = Annotated[kind | None, option]  # type: ignore[valid-type]
         out.append(

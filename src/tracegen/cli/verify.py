@@ -1,31 +1,52 @@
-"""`tracegen verify`."""
+"""`tracegen verify`: its --problems and --sandbox are `tracegen run`'s (`tracegen.config`)."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tracegen.cli.app import app
-from tracegen.cli.options import ProblemsOpt, SandboxOpt
+from tracegen.cli.app import settings_command
+
+SUMMARY = "Run solutions against their problems' tests in the sandbox."
 
 
-@app.command()
-def verify(
-    solutions: Annotated[Path, typer.Argument(help="JSONL of {problem_id, code}, or traces.")],
-    problems: ProblemsOpt = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Verdicts JSONL.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per solution.")] = False,
-    sandbox: SandboxOpt = None,
-) -> None:
-    """Run solutions against their problems' tests in the sandbox."""
-    from tracegen.views.verdict_stream import verify_command
+@settings_command("verify", SUMMARY)
+def build() -> Callable[..., None]:
+    from tracegen.cli.settings_options import parameters
+    from tracegen.config import RunSettings
 
-    verify_command(
-        solutions=solutions,
-        problems=problems or "builtin",
-        output=output,
-        json_out=json_out,
-        sandbox=sandbox or "auto",
+    def verify(
+        solutions: Annotated[Path, typer.Argument(help="JSONL of {problem_id, code}, or traces.")],
+        problems: str | None = None,
+        sandbox: str | None = None,
+        output: Annotated[
+            Path | None, typer.Option("-o", "--output", help="Verdicts JSONL.")
+        ] = None,
+        json_out: Annotated[
+            bool, typer.Option("--json", help="One JSON object per solution.")
+        ] = False,
+    ) -> None:
+        from tracegen.views.verdict_stream import verify_command
+
+        verify_command(
+            solutions=solutions,
+            problems=problems or "builtin",
+            output=output,
+            json_out=json_out,
+            sandbox=sandbox or "auto",
+        )
+
+    own = {
+        n: p.replace(kind=p.KEYWORD_ONLY)
+        for n, p in inspect.signature(verify, eval_str=True).parameters.items()
+    }
+    settings = parameters(RunSettings, ("problems", "sandbox"), env=False)
+    verify.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [own["solutions"], *settings, own["output"], own["json_out"]]
     )
+    verify.__doc__ = SUMMARY
+    return verify
