@@ -25,7 +25,7 @@ BACKEND_CHOICES = ("auto", "ollama", "openai", "local")
 ContinueChoice = Literal["auto", ContinueMethod]
 S = TypeVar("S", bound=BaseModel)
 
-# Upper bounds of the settings (README, Configuration): beyond them a value is a mistake,
+# Upper bounds of the settings (docs/backends.md, Configuration): beyond them a value is a mistake,
 # and every value stays within what JSON writers and the server's 64-bit integers hold.
 MAX_SEED = 2**63 - 1
 MAX_TOKENS = 2**24

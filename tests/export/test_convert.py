@@ -251,7 +251,7 @@ def test_logprobs_are_only_read_when_kept(runner: CliRunner, tmp_path: Path) -> 
 def test_numpy_is_imported_only_by_the_token_formats(
     trace_file: Path, tmp_path: Path, flag: str, numpy: bool
 ) -> None:
-    """A text format to JSONL stays light (the README's memory figures); a token format
+    """A text format to JSONL stays light (docs/performance.md); a token format
     brings numpy, which it uses."""
     argv = ["tracegen", "convert", str(trace_file), *flag.split(), "-o", str(tmp_path / "o")]
     code = (

@@ -218,7 +218,7 @@ def test_an_old_shard_left_after_the_manifest_is_removed_is_refused_until_run_af
     cli, workspace, model
 ):
     run_shards(cli, workspace, model)
-    (workspace.dir / "traces.jsonl.manifest.json").unlink()  # start afresh, as the README says
+    (workspace.dir / "traces.jsonl.manifest.json").unlink()  # start afresh as the docs say
     for index in (0, 1):
         result = cli(shard_args(workspace, model, index, "--num-samples", "1", "--overwrite"))
         assert result.exit_code == 0, result.output

@@ -49,7 +49,7 @@ async def test_forged_verdict_does_not_pass(
     judged: Sandbox, attack: str, request: pytest.FixtureRequest
 ) -> None:
     if judged.isolation == "rlimit" and attack in RLIMIT_GAPS:
-        reason = "rlimit confines neither files nor other processes (the README's table)"
+        reason = "rlimit confines neither files nor other processes (docs/sandbox.md)"
         request.applymarker(pytest.mark.xfail(reason=reason, strict=False))
     result = await judged.run_tests(FORGERIES[attack], SQUARE)
     assert result.status != "ok", result

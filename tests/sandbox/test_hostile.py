@@ -141,7 +141,7 @@ async def test_api_key_and_home_files_are_out_of_reach(
 
 
 NOT_STOPPED_BY_RLIMIT = pytest.mark.xfail(
-    strict=True, reason="rlimit isolates neither network nor files: the README's table"
+    strict=True, reason="rlimit isolates neither network nor files: docs/sandbox.md"
 )
 ISOLATION_PROMISES = [
     pytest.param("bwrap", marks=[NEEDS_BWRAP, pytest.mark.slow]),

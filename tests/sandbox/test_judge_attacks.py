@@ -186,7 +186,7 @@ def shared() -> Iterator[Path]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_attacks_on_the_judging_fail_for_a_user_without_root(shared: Path, isolation: str) -> None:
-    """Both corpora (the first one's rlimit gaps aside: the README's isolation table)."""
+    """Both corpora (the first one's rlimit gaps aside: the isolation table of docs/sandbox.md)."""
     if isolation == "bwrap" and shutil.which("bwrap") is None:
         pytest.skip("bwrap (bubblewrap) is not installed")
     system_python = _system_python()

@@ -19,7 +19,7 @@ from tracegen.sandbox import Sandbox
 from tracegen.schema import ExecResult
 
 NO_FILTER_UNDER_RLIMIT = pytest.mark.xfail(
-    reason="rlimit-only applies no seccomp filter (the README's table)", strict=False
+    reason="rlimit-only applies no seccomp filter (docs/sandbox.md)", strict=False
 )
 FILTERED = [
     pytest.param("bwrap", marks=[NEEDS_BWRAP, pytest.mark.slow]),

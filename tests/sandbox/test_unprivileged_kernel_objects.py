@@ -176,7 +176,7 @@ def run_as_nobody(isolation: str) -> dict[str, Any]:
 
 NOT_UNDER_RLIMIT = pytest.mark.xfail(
     reason="rlimit-only, without root, shares the host's IPC namespace and applies no seccomp "
-    "filter (the README's table)",
+    "filter (docs/sandbox.md)",
     strict=True,
 )
 EVERY = [pytest.param("bwrap", marks=NEEDS_BWRAP), "builtin", "rlimit"]
@@ -209,7 +209,7 @@ def test_processes_left_behind_are_killed_before_the_execution_ends(isolation: s
 FIGHTING = "a process fighting the cleanup"
 """Only the built-in isolation keeps it from signalling the sandbox's processes (Landlock's
 scopes); as a user, under bwrap it can kill them, and under rlimit every process of yours:
-it runs under builtin only (the README's table)."""
+it runs under builtin only (docs/sandbox.md)."""
 
 
 @pytest.mark.parametrize("isolation", NOT_RLIMIT)

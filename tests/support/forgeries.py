@@ -412,7 +412,7 @@ FORGERIES: dict[str, str] = {
 RLIMIT_GAPS = {"reads-the-problem-file", "reads-other-processes-memory"}
 """Forgeries `--sandbox rlimit` does not stop: it confines no file and hides no process, so
 code that can read the problem file (or a command line or memory that holds expected
-values) learns them (see the README's isolation table)."""
+values) learns them (see the isolation table of docs/sandbox.md)."""
 RLIMIT_USER_GAPS = {*RLIMIT_GAPS, "signals-interrupt-the-judging"}
 """Under `--sandbox rlimit` as a normal user the program has tracegen's uid: it can also
 signal tracegen itself, which kills the run rather than forging a verdict."""

@@ -1,5 +1,5 @@
 """``python -m tracegen.atropos serve|process|evaluate`` with Atropos's ``--env.*`` and
-``--openai.*`` flags (README, Reinforcement learning)."""
+``--openai.*`` flags (docs/rl.md)."""
 
 from tracegen.atropos import main
 

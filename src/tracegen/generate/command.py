@@ -165,7 +165,8 @@ def with_tool_parser(
 
 def constrained(settings: RunSettings, measured: bool) -> RunSettings:
     """``settings`` with ``constrain`` decided: ``auto`` constrains a mode on the embedded
-    model where the measured table (README, The local backend) says it helps (``measured``)."""
+    model where the measured table (docs/backends.md, The local backend) says it helps
+    (``measured``)."""
     on = settings.constrain == "on" or (
         settings.constrain == "auto" and settings.backend == "local" and measured
     )

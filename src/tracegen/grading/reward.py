@@ -1,4 +1,4 @@
-"""Score, success, reward and is_ideal of a trace; the formula is in README.md (## Modes).
+"""Score, success, reward and is_ideal of a trace; the formula is in docs/modes.md.
 
 - ``score`` = passed / total tests of the final program (or final answer);
 - ``success`` = every test passed and the episode ended without an error;

@@ -70,7 +70,7 @@ class Engine(Protocol):
 
 def default_threads() -> int:
     """llama.cpp threads when not set: half the cores, so generated code running in the
-    sandbox at the same time does not stall the model's threads (see README, Performance)."""
+    sandbox at the same time does not stall the model's threads (see docs/performance.md)."""
     return max(1, (os.cpu_count() or 2) // 2)
 
 

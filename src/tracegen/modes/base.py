@@ -58,7 +58,7 @@ class TracedMode(ABC):
     constrain_auto: ClassVar[bool] = False
     reads_tool_calls: ClassVar[bool] = False
     """Whether ``--constrain auto`` constrains this mode on the embedded model: where the
-    measured table in README (The local backend) shows the grammar helps."""
+    measured table in docs/backends.md (The local backend) shows the grammar helps."""
 
     async def run(self, spec: EpisodeSpec, backend: Backend, sandbox: CodeRunner) -> Trace:
         think = spec.settings.think
@@ -80,7 +80,7 @@ class TracedMode(ABC):
 
     @abstractmethod
     def structure_ok(self, trace: Trace) -> bool:
-        """The mode's structure criteria for ``is_ideal`` (README, ## Modes); an episode
+        """The mode's structure criteria for ``is_ideal`` (docs/modes.md); an episode
         with an error or stripped text never meets them."""
 
     def final_code(self, session: Session) -> str | None:

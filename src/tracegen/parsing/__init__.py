@@ -1,7 +1,7 @@
 """Turning model text into structure: tagged steps, tool-call JSON, text-emitted tool calls.
 
 `extract_tool_calls` (``text, parser=NAME``) is the public entry point for tool calls a model
-wrote as text in its family's format (README, Tool calls from every model family).
+wrote as text in its family's format (docs/modes.md, Tool calls from every model family).
 
 Pure functions, no I/O.
 """
