@@ -85,6 +85,11 @@ DENIED = {
     "add_key": "min(libc.syscall(248, b'user', b'left', b'x', 1, -4), 0)",
     "request_key": "min(libc.syscall(249, b'user', b'left', None, -4), 0)",
     "keyctl": "min(libc.syscall(250, 10, -4, b'user', b'left', 0), 0)",  # KEYCTL_SEARCH
+    # Another process's limits: of the same uid (tracegen run without root), the kernel
+    # lets a program lower those of tracegen, its zygote or its judge.
+    "prlimit64(another process)": (
+        "libc.syscall(302, os.getppid(), 7, None, ctypes.create_string_buffer(16))"
+    ),
 }
 """What the seccomp filter refuses: the expression, 0 (or a socket) when the kernel let it."""
 
