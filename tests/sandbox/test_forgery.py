@@ -7,34 +7,25 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import pytest_asyncio
 
 from tests.support.fake_ollama import FakeOllama, Reply
 from tests.support.forgeries import FORGERIES, RLIMIT_GAPS, SQUARE
 from tests.support.runs import tracegen
-from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS, LIMITS, sandbox_processes
+from tests.support.sandboxes import (
+    ISOLATIONS,
+    passed_tests,
+    sandbox_processes,
+)
 from tests.support.scenarios import markers_reply, read_jsonl, run_args, task_of
 from tracegen.sandbox import Sandbox
-from tracegen.schema import ExecResult
 
 HONEST = "def square(x):\n    return x * x\n"
-
-
-def passed_tests(result: ExecResult) -> list[str]:
-    return [t.name for t in result.tests if t.passed]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module", params=EACH_ISOLATION)
-async def judged(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
-    async with Sandbox(request.param, limits=LIMITS, concurrency=2) as box:
-        yield box
-    assert sandbox_processes() == []
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -3,39 +3,18 @@ every test and every right one passes, under every isolation, as root and as a n
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from tests.support.judge_attacks import ATTACKS, MAPPED, RIGHT, SQUARE
-from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS, LIMITS, sandbox_processes
+from tests.support.sandboxes import ISOLATIONS, passed_tests, sandbox_processes
+from tests.support.unprivileged import NEEDS_ROOT, NOBODY, nobody_dir, run_script_as_nobody
 from tracegen.sandbox import Sandbox, _harness, _wire
-from tracegen.schema import ExecResult, Problem, TestCase
-
-NOBODY = 65534
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def passed_tests(result: ExecResult) -> list[str]:
-    return [t.name for t in result.tests if t.passed]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module", params=EACH_ISOLATION)
-async def judged(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
-    async with Sandbox(request.param, limits=LIMITS, concurrency=2) as box:
-        yield box
-    assert sandbox_processes() == []
+from tracegen.schema import Problem
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -129,21 +108,13 @@ def test_io_values_compare_exactly_for_ints_within_a_tolerance_for_floats(
 
 # ---------------------------------------------------------------- as a normal user
 
-SCRIPT = r"""
+IMPORTS = """
 import asyncio, concurrent.futures.thread, json, os, sys
-sys.path[:0] = [{root!r}, {src!r}]
 from tests.support.forgeries import FORGERIES, RLIMIT_USER_GAPS, SQUARE
 from tests.support.judge_attacks import ATTACKS, RIGHT, Case
-from tracegen.sandbox import Sandbox, SandboxLimits, isolation
-
-os.setgroups([])
-os.setresgid({uid}, {uid}, {uid})
-os.setresuid({uid}, {uid}, {uid})
-if not os.access(isolation.python_executable(), os.X_OK):
-    # The interpreter tracegen runs under sits where nobody cannot go (a pyenv under
-    # /root): the sandbox needs only the standard library, of any Python {version}.
-    isolation.python_executable = lambda: {system_python!r}
-    isolation._python_dirs = lambda: []  # bwrap: the system's Python is under /usr
+from tracegen.sandbox import Sandbox, SandboxLimits
+"""
+SCRIPT = r"""
 
 async def main():
     out = {{"uid": os.getuid()}}
@@ -163,53 +134,15 @@ asyncio.run(main())
 """
 
 
-def _system_python() -> str | None:
-    """A Python of the same minor version that every uid can run."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="tracegen-nobody-"))
-    path.chmod(0o777)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
+@NEEDS_ROOT
 @pytest.mark.parametrize("isolation", ISOLATIONS)
-def test_attacks_on_the_judging_fail_for_a_user_without_root(shared: Path, isolation: str) -> None:
+def test_attacks_on_the_judging_fail_for_a_user_without_root(isolation: str) -> None:
     """Both corpora (the first one's rlimit gaps aside: the isolation table of docs/sandbox.md)."""
-    if isolation == "bwrap" and shutil.which("bwrap") is None:
-        pytest.skip("bwrap (bubblewrap) is not installed")
-    system_python = _system_python()
-    if system_python is None:
-        pytest.skip("no Python of this version that uid nobody can run")
-    script = SCRIPT.format(
-        root=str(ROOT),
-        src=str(ROOT / "src"),
-        uid=NOBODY,
-        system_python=system_python,
-        version=f"{sys.version_info.major}.{sys.version_info.minor}",
-        isolation=isolation,
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=shared,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(shared)},
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.splitlines()[-1])
+    with nobody_dir() as shared:
+        out = run_script_as_nobody(
+            IMPORTS, SCRIPT.format(isolation=isolation), cwd=shared, home=str(shared), timeout=600
+        )
     assert (out["uid"], out["isolation"]) == (NOBODY, isolation)
     attacks = ("attack:", "forgery:")
     passing = {k: v for k, v in out.items() if k.startswith(attacks) and (v[0] == "ok" or v[1])}
@@ -224,8 +157,6 @@ def test_the_corpus_covers_forty_classes_of_attack() -> None:
 
     assert len(ATTACKS) >= 40
     assert not set(ATTACKS) & set(FORGERIES)
-    problems: list[Problem] = [case.problem for case in (*ATTACKS.values(), *RIGHT.values())]
-    assert all(isinstance(t, TestCase) for p in problems for t in p.tests)
 
 
 # ---------------------------------------------------------------- the channel, in process

@@ -4,39 +4,25 @@ user's other processes, no forged verdict) with no root and no external binary."
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.forgeries import FORGERIES
+from tests.support.unprivileged import NEEDS_ROOT, NOBODY, nobody_dir, run_script_as_nobody
 
-NOBODY = 65534
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = NEEDS_ROOT
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
-
-SCRIPT = r"""
+IMPORTS = """
 import asyncio, concurrent.futures.thread, json, os, subprocess, sys
-sys.path.insert(0, {root!r})
 from tests.support.forgeries import FORGERIES, SQUARE
-from tracegen.sandbox import Sandbox, SandboxLimits, isolation
+from tracegen.sandbox import Sandbox, SandboxLimits
+"""
+SCRIPT = r"""
 
-os.setgroups([])
-os.setresgid({uid}, {uid}, {uid})
-os.setresuid({uid}, {uid}, {uid})
 os.environ.update(HOME={shared!r}, OLLAMA_API_KEY="sk-nobody-secret")
-# The interpreter tracegen runs under may sit where nobody cannot go (a pyenv under
-# /root); the sandbox needs only the standard library, so any Python {version} will do.
-if not os.access(isolation.python_executable(), os.X_OK):
-    isolation.python_executable = lambda: {system_python!r}
 
 HOSTILE = {{
     "network": "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n",
@@ -84,31 +70,15 @@ asyncio.run(main())
 """
 
 
-def _system_python() -> str | None:
-    """A Python of the same minor version that every uid can run."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 @pytest.fixture
 def shared() -> Iterator[Path]:
     """A directory nobody can read and write: the files sandboxed code must not reach."""
-    path = Path(tempfile.mkdtemp(prefix="tracegen-nobody-"))
-    path.chmod(0o777)
-    try:
+    with nobody_dir() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.slow
 def test_builtin_isolation_holds_for_a_user_without_root(shared: Path) -> None:
-    system_python = _system_python()
-    if system_python is None:
-        pytest.skip("no Python of this version that uid nobody can run")
     secret = shared / "credentials"
     secret.write_text("sk-file-secret")
     secret.chmod(0o644)
@@ -120,31 +90,18 @@ def test_builtin_isolation_holds_for_a_user_without_root(shared: Path) -> None:
         unix.chmod(0o777)
         listener.setblocking(False)
         script = SCRIPT.format(
-            root=str(ROOT),
-            uid=NOBODY,
             shared=str(shared),
-            version=f"{sys.version_info.major}.{sys.version_info.minor}",
-            system_python=system_python,
             port=listener.getsockname()[1],
             outside=str(outside),
             secret=str(secret),
             unix=str(unix),
         )
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=shared,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(shared)},
-        )
-        assert done.returncode == 0, done.stderr
+        out = run_script_as_nobody(IMPORTS, script, cwd=shared, home=str(shared))
         with pytest.raises(BlockingIOError):
             listener.accept()
         svc.setblocking(False)
         with pytest.raises(BlockingIOError):
             svc.accept()
-    out = json.loads(done.stdout.splitlines()[-1])
     assert out["uid"] == NOBODY
     assert "user+net namespaces (no network)" in out["detail"] and out["warning"] is None
     assert "landlock ABI" in out["detail"], out["detail"]

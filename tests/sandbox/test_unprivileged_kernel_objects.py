@@ -5,46 +5,34 @@ test reading one property off that run."""
 from __future__ import annotations
 
 import functools
-import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import tracegen
 from tests.support import kernel_objects as k
 from tests.support.system_tools import NEEDS_BWRAP
+from tests.support.unprivileged import NEEDS_ROOT, run_script_as_nobody
 from tracegen.sandbox.isolation import judge_uid
 
-NOBODY = 65534
-ROOT = Path(__file__).resolve().parents[2]
-
 pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody"),
+    NEEDS_ROOT,
     pytest.mark.slow,  # tracegen started as another user, once per isolation
 ]
 
-SCRIPT = r"""
+IMPORTS = """
 import asyncio, concurrent.futures.thread, json, os, sys, time
-sys.path[:0] = [{src!r}, {root!r}]  # the tracegen under test
 from tests.support import kernel_objects as k
 from tests.sandbox.test_hostile import LEFT_BEHIND
 from tests.support.forgeries import SQUARE
 from tracegen.sandbox import Sandbox, SandboxLimits, isolation
+"""
+SCRIPT = r"""
 
-os.setgroups([])
-os.setresgid({uid}, {uid}, {uid})
-os.setresuid({uid}, {uid}, {uid})
 os.chdir("/")
-# The interpreter tracegen runs under may sit where nobody cannot go (a pyenv under
-# /root); the sandbox needs only the standard library, so any Python {version} will do.
-if not os.access(isolation.python_executable(), os.X_OK):
-    isolation.python_executable = lambda: {system_python!r}
-    isolation._python_dirs = lambda: []
 
 DAEMON = (
     "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
@@ -107,15 +95,6 @@ asyncio.run(main())
 """
 
 
-def _system_python() -> str | None:
-    """A Python of the same minor version that every uid can run."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 def _forked_by(pid: int) -> list[int]:
     """Live processes forked from the sandbox of tracegen process ``pid``: their command line
     is its zygote's, which names the uids of ``pid``."""
@@ -143,30 +122,11 @@ def _remove_left_objects() -> None:
 def run_as_nobody(isolation: str) -> dict[str, Any]:
     """tracegen as ``nobody`` under ``isolation``: what each hostile case did, and how many
     processes forked from its sandbox were left 2 s after it exited."""
-    system_python = _system_python()
-    if system_python is None:
-        pytest.skip("no Python of this version that uid nobody can run")
-    script = SCRIPT.format(
-        root=str(ROOT),
-        src=str(Path(tracegen.__file__).resolve().parents[1]),
-        uid=NOBODY,
-        version=f"{sys.version_info.major}.{sys.version_info.minor}",
-        system_python=system_python,
-        isolation=isolation,
-    )
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/"},
-        )
+        out = run_script_as_nobody(IMPORTS, SCRIPT.format(isolation=isolation))
     finally:
         if isolation == "rlimit":
             _remove_left_objects()
-    assert done.returncode == 0, done.stderr
-    out: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     deadline = time.monotonic() + 2
     while (left := _forked_by(out["pid"])) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -13,6 +13,7 @@ fails them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tests.support.forgeries import SQUARE
 from tracegen.schema import Problem, TestCase
@@ -59,45 +60,43 @@ MAPPED = Problem(
 """Tests written with ``map``, ``zip``, ``any`` and ``except Exception``: an exception that
 steers control flow (``StopIteration`` ending the ``map``) would make them hold."""
 
-TEN = Problem(
-    id="ten",
-    prompt="Write `times_ten(n)` returning n * 10.",
-    entry_point="times_ten",
-    tests=[
-        TestCase(name="million", kind="io", args=[1_000_000], expected=10_000_000),
-        TestCase(name="seven", kind="io", args=[7], expected=70),
-        TestCase(name="two", kind="assert", code="assert times_ten(2) == 20\n"),
-    ],
+
+def _io_problem(
+    id: str, entry: str, prompt: str, ios: dict[str, tuple[Any, Any]], asserted: str
+) -> Problem:
+    """``io`` tests named by ``ios`` (name → argument and expected value), then one ``assert``."""
+    tests = [TestCase(name=n, kind="io", args=[a], expected=e) for n, (a, e) in ios.items()]
+    tests.append(TestCase(name="asserted", kind="assert", code=asserted))
+    return Problem(id=id, prompt=prompt, entry_point=entry, tests=tests)
+
+
+TEN = _io_problem(
+    "ten",
+    "times_ten",
+    "Write `times_ten(n)` returning n * 10.",
+    {"million": (1_000_000, 10_000_000), "seven": (7, 70)},
+    "assert times_ten(2) == 20\n",
 )
-HALF = Problem(
-    id="half",
-    prompt="Write `half(x)` returning x / 2.",
-    entry_point="half",
-    tests=[
-        TestCase(name="five", kind="io", args=[5], expected=2.5),
-        TestCase(name="huge", kind="io", args=[1e308], expected=5e307),
-        TestCase(name="three", kind="assert", code="assert abs(half(3) - 1.5) < 1e-9\n"),
-    ],
+HALF = _io_problem(
+    "half",
+    "half",
+    "Write `half(x)` returning x / 2.",
+    {"five": (5, 2.5), "huge": (1e308, 5e307)},
+    "assert abs(half(3) - 1.5) < 1e-9\n",
 )
-ODDS = Problem(
-    id="odds",
-    prompt="Write `count_odd(xs)` returning how many numbers of xs are odd.",
-    entry_point="count_odd",
-    tests=[
-        TestCase(name="one", kind="io", args=[[1, 2]], expected=1),
-        TestCase(name="none", kind="io", args=[[2, 4]], expected=0),
-        TestCase(name="two", kind="assert", code="assert count_odd([1, 3]) == 2\n"),
-    ],
+ODDS = _io_problem(
+    "odds",
+    "count_odd",
+    "Write `count_odd(xs)` returning how many numbers of xs are odd.",
+    {"one": ([1, 2], 1), "none": ([2, 4], 0)},
+    "assert count_odd([1, 3]) == 2\n",
 )
-EVEN = Problem(
-    id="even",
-    prompt="Write `is_even(n)` returning whether n is even.",
-    entry_point="is_even",
-    tests=[
-        TestCase(name="two", kind="io", args=[2], expected=True),
-        TestCase(name="three", kind="io", args=[3], expected=False),
-        TestCase(name="four", kind="assert", code="assert is_even(4) is True\n"),
-    ],
+EVEN = _io_problem(
+    "even",
+    "is_even",
+    "Write `is_even(n)` returning whether n is even.",
+    {"two": (2, True), "three": (3, False)},
+    "assert is_even(4) is True\n",
 )
 ROOT = Problem(
     id="root",

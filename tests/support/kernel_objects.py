@@ -80,6 +80,16 @@ DENIED = {
     "socket(AF_UNIX)": "socket.socket(socket.AF_UNIX).fileno() and 0",
     "socket(AF_UNIX, SOCK_DGRAM)": "socket.socket(1, socket.SOCK_DGRAM).fileno() and 0",
     "socketpair": "socket.socketpair()[0].fileno() and 0",
+    # The user keyring (-4) is the uid's, not the execution's: what one execution left
+    # there, the next of the same uid would read (a key id > 0 when the kernel let it).
+    "add_key": "min(libc.syscall(248, b'user', b'left', b'x', 1, -4), 0)",
+    "request_key": "min(libc.syscall(249, b'user', b'left', None, -4), 0)",
+    "keyctl": "min(libc.syscall(250, 10, -4, b'user', b'left', 0), 0)",  # KEYCTL_SEARCH
+    # Another process's limits: of the same uid (tracegen run without root), the kernel
+    # lets a program lower those of tracegen, its zygote or its judge.
+    "prlimit64(another process)": (
+        "libc.syscall(302, os.getppid(), 7, None, ctypes.create_string_buffer(16))"
+    ),
 }
 """What the seccomp filter refuses: the expression, 0 (or a socket) when the kernel let it."""
 

@@ -11,6 +11,7 @@ import pytest
 from tests.support.system_tools import NEEDS_BWRAP
 from tracegen.sandbox import SandboxLimits
 from tracegen.sandbox.isolation import judge_uid, process_uids
+from tracegen.schema import ExecResult
 
 ISOLATIONS = [pytest.param("bwrap", marks=NEEDS_BWRAP), "builtin", "rlimit"]
 """Every isolation, as test parameters: bubblewrap's tests skip where it is missing."""
@@ -40,3 +41,8 @@ def sandbox_processes(pid: int | None = None, *, judges: bool = True) -> list[in
             if uid in uids:
                 pids.append(int(entry.name))
     return pids
+
+
+def passed_tests(result: ExecResult) -> list[str]:
+    """The names of the tests ``result`` says passed."""
+    return [t.name for t in result.tests if t.passed]

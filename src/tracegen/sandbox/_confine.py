@@ -15,9 +15,11 @@ Standard library only: the sandbox's zygote runs it under ``python -I -S`` (see
   or connect; no signal to, nor abstract unix socket of, a process outside their own
   domain (so a program cannot kill or debug the judge, the zygote or tracegen). Last a
   seccomp filter (`_seccomp_program`): ``socket(AF_UNIX, ...)``, ``socketpair``,
-  ``io_uring_setup`` and new namespaces fail, so sockets of the host's services (D-Bus,
-  Docker...) cannot be reached by path, which Landlock before ABI 9 does not govern, and
-  the kernel code behind user namespaces is out of reach.
+  ``io_uring_setup``, the keyrings, ``prlimit64`` of another process and new namespaces
+  fail, so sockets of the host's services (D-Bus, Docker...) cannot be reached by path,
+  which Landlock before ABI 9 does not govern, nothing is left for a later execution in
+  the uid's keyring, no limit of another process changes, and the kernel code behind user
+  namespaces is out of reach.
 """
 
 from __future__ import annotations
@@ -70,12 +72,14 @@ _SECCOMP_ARCH = {
         0xC000003E,
         0x40000000,
         {"socket": 41, "socketpair": 53, "clone": 56, "unshare": 272, "setns": 308,
+         "add_key": 248, "request_key": 249, "keyctl": 250, "prlimit64": 302,
          "io_uring_setup": 425, "clone3": 435},
     ),
     "aarch64": (
         0xC00000B7,
         0,
         {"socket": 198, "socketpair": 199, "clone": 220, "unshare": 97, "setns": 268,
+         "add_key": 217, "request_key": 218, "keyctl": 219, "prlimit64": 261,
          "io_uring_setup": 425, "clone3": 435},
     ),
 }  # fmt: skip
@@ -172,7 +176,10 @@ def _seccomp_program() -> bytes:
     """The filter: kernel surface generated code has no need for fails with ``EPERM``.
 
     ``socket(AF_UNIX, ...)`` and ``socketpair`` (the host's services by path, descriptors
-    passed around), ``io_uring_setup``, new namespaces (``unshare`` or ``clone`` with a
+    passed around), ``io_uring_setup``, the kernel's keyrings (``add_key``, ``request_key``,
+    ``keyctl``: the user keyring is the uid's, shared by its executions and kept after
+    them), the limits of another process (``prlimit64`` with a pid: of the same uid, those
+    of tracegen, its zygote or judge), new namespaces (``unshare`` or ``clone`` with a
     ``CLONE_NEW*`` flag, ``setns``) and foreign-ABI calls. ``clone3`` fails with ``ENOSYS``:
     its flags lie in memory a filter cannot read, and the C library then falls back to
     ``clone``, whose flags it can (threads and forks pass no namespace flag).
@@ -183,12 +190,13 @@ def _seccomp_program() -> bytes:
     deny, absent = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
     arg0 = 16  # the low half of the first argument: an address family or the flags
 
-    def when_arg(number: int, test: int, k: int) -> list[bytes]:
-        """``number``'s calls fail when their first argument passes ``test`` with ``k``."""
+    def when_arg(number: int, test: int, k: int, *, passes: bool = True) -> list[bytes]:
+        """``number``'s calls fail when their first argument passes ``test`` with ``k``
+        (or, not ``passes``, when it fails it)."""
         return [
             _bpf(jeq_k, number, jt=0, jf=4),
             _bpf(ld_w_abs, arg0),
-            _bpf(test, k, jt=0, jf=1),
+            _bpf(test, k, jt=0 if passes else 1, jf=1 if passes else 0),
             _bpf(ret_k, deny),
             _bpf(ret_k, allow),
         ]
@@ -205,12 +213,16 @@ def _seccomp_program() -> bytes:
         ("io_uring_setup", deny),
         ("socketpair", deny),
         ("setns", deny),
+        ("add_key", deny),
+        ("request_key", deny),
+        ("keyctl", deny),
         ("clone3", absent),
     ):
         program += [_bpf(jeq_k, nr[name], jt=0, jf=1), _bpf(ret_k, action)]
     program += when_arg(nr["socket"], jeq_k, _AF_UNIX)
     program += when_arg(nr["unshare"], jset_k, _NAMESPACES | _CLONE_NEWTIME)
     program += when_arg(nr["clone"], jset_k, _NAMESPACES)
+    program += when_arg(nr["prlimit64"], jeq_k, 0, passes=False)  # pid 0: the caller
     program.append(_bpf(ret_k, allow))
     return b"".join(program)
 
