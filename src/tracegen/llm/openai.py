@@ -458,7 +458,7 @@ def read_native(
     check_ids(ids, vocab, host)
     logprobs = None
     if request.logprobs:
-        logprobs = _logprobs(data.get("completion_probabilities"), None, request.top_logprobs, host)
+        logprobs = _logprobs(data.get("completion_probabilities"), ids, request.top_logprobs, host)
         check_logprob_ids(logprobs, vocab, host)
     prompt_s, generation_s = _seconds(_dict(data.get("timings"), "timings", host))
     return Completion(
@@ -481,7 +481,9 @@ def _logprobs(entries: Any, ids: list[int] | None, top: int, host: str) -> list[
     """``logprobs.content`` (or llama.cpp ``completion_probabilities``) entries as tokens, with
     at most ``top`` alternatives each. A token's id is the entry's own, else a vLLM
     ``token_id:N`` token's (the text then comes from ``bytes``), else the matching one of
-    ``ids``. The entries are converted in one call, then completed."""
+    ``ids``. The entries are converted in one call, then completed; an entry whose id is not
+    the one ``ids`` holds at its place (entries may stop before ``ids`` do: llama.cpp leaves out
+    a stop string's) is a `ProtocolError`."""
     if entries is None:
         return []
     if not isinstance(entries, list):
@@ -498,6 +500,11 @@ def _logprobs(entries: Any, ids: list[int] | None, top: int, host: str) -> list[
         elif token.id is None:
             token.id = token_id
         del token.top_logprobs[top:]
+    for token, sampled in zip(tokens, ids or (), strict=False):
+        if token.id is not None and token.id != sampled:
+            raise ProtocolError(
+                f"{host} sent the logprob of token {token.id} where it sampled {sampled}"
+            )
     return tokens
 
 
