@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -17,6 +17,7 @@ from tests.support.backends import QUICK_RETRIES
 from tests.support.fake_model import FakeModel, Fault
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.local_engine import ScriptedEngine, scripted_local
 from tracegen.errors import (
     AnswerTooLarge,
     BackendTimeout,
@@ -252,3 +253,28 @@ def test_logprobs_of_other_tokens_than_those_sampled_are_an_error_never_data() -
     native["completion_probabilities"][1]["id"] = 8  # type: ignore[index]
     completion = read_native(native, request, [1, 2], "h", "m")
     assert [t.id for t in completion.logprobs or []] == [7, 8]
+
+
+async def test_the_embedded_backend_refuses_impossible_token_ids_too() -> None:
+    fake = FakeOpenAI("llamacpp").start()
+    fake.set_responder(lambda path, body: "the answer")
+    backend = scripted_local(fake)
+    engine = cast(ScriptedEngine, backend.engine)
+    streams = engine.handle_completions
+
+    def impossible(body: dict[str, Any], on_chunk: Any = None) -> Any:
+        def chunk(streamed: dict[str, Any]) -> bool:
+            for entry in streamed["choices"][0]["logprobs"]["content"]:
+                entry["id"] = -5
+            return bool(on_chunk(streamed))
+
+        return streams(body, chunk)
+
+    try:
+        assert (await backend.chat(ask())).completion_ids
+        engine.handle_completions = impossible  # type: ignore[method-assign]
+        with pytest.raises(ImpossibleTokenId, match="local sent token id -5"):
+            await backend.chat(ask())
+    finally:
+        await backend.aclose()
+        fake.stop()
