@@ -174,11 +174,8 @@ class OpenAIBackend(HttpBackend):
         """Who answers: each known server's identity endpoint in turn, then ``/v1/models``."""
         for flavor in FLAVORS.values():
             for path in flavor.probes:
-                try:
-                    data = await self.request_json("GET", path, None, None)
-                except (BackendUnavailable, BackendTimeout, AuthError):
-                    raise
-                except BackendError:
+                data = await self._probe(path)
+                if data is None:
                     continue
                 version = flavor.recognise(data)
                 if version is not None:
@@ -188,6 +185,16 @@ class OpenAIBackend(HttpBackend):
                     return self.server
         await self.request_json("GET", f"{self._api}/models", None, None)
         return self._found(GENERIC, "")
+
+    async def _probe(self, path: str) -> Json | None:
+        """``GET path``, or None when the server answers it with an error (the path is not
+        its); a host that cannot be reached, is too slow or refuses the key is an error."""
+        try:
+            return await self.request_json("GET", path, None, None)
+        except (BackendUnavailable, BackendTimeout, AuthError):
+            raise
+        except BackendError:
+            return None
 
     def _found(self, flavor: Flavor, version: str) -> ServerInfo:
         self._flavor = flavor
@@ -235,11 +242,8 @@ class OpenAIBackend(HttpBackend):
         reads it in ``trl/generation/vllm_client.py``); None for other servers."""
         if flavor.kind != "vllm":
             return None
-        try:
-            data = await self.request_json("GET", "/server_info?config_format=json", None, None)
-        except (BackendUnavailable, BackendTimeout, AuthError):
-            raise
-        except BackendError:
+        data = await self._probe("/server_info?config_format=json")
+        if data is None:
             return "unknown"
         config = data.get("vllm_config")
         model = config.get("model_config") if isinstance(config, dict) else None
