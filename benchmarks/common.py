@@ -17,6 +17,29 @@ ROOT = Path(__file__).resolve().parents[1]
 PREVIOUS = "3fdc947"
 """The commit of the previous release, measured side by side with this checkout."""
 
+ADD_ANSWER = (
+    "<think>I add the two numbers.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>\n"
+    "<think>Check it.</think>\n<verify>add(1, 2) == 3</verify>"
+)
+"""A model answer (markers mode) that solves every problem of `write_add_problems`."""
+
+
+def write_add_problems(path: Path, count: int) -> Path:
+    """``count`` problems asking for ``add(a, b)``, one test each, written to ``path``."""
+    import orjson
+
+    with path.open("wb") as fh:
+        for i in range(count):
+            problem = {
+                "id": f"add{i}",
+                "prompt": f"Write add(a, b) returning the sum ({i}).",
+                "entry_point": "add",
+                "tests": [{"name": "t", "kind": "io", "args": [1, 2], "expected": 3}],
+            }
+            fh.write(orjson.dumps(problem) + b"\n")
+    return path
+
+
 MEASURE = """
 import resource, subprocess, sys, time
 start = time.perf_counter()

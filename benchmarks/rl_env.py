@@ -27,30 +27,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), os.environ.get("TRACEGEN_BENCH_SRC") or str(ROOT / "src")]
+
+from benchmarks.common import ADD_ANSWER, write_add_problems  # noqa: E402
+
 os.environ.setdefault("WANDB_MODE", "disabled")
 
-ANSWER = (
-    "<think>I add the two numbers.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>\n"
-    "<think>Check it.</think>\n<verify>add(1, 2) == 3</verify>"
-)
 LATENCY_S = 0.2
 PARALLEL = 8
 GROUP = 4
-
-
-def write_problems(path: Path, count: int) -> Path:
-    import orjson
-
-    with path.open("wb") as fh:
-        for i in range(count):
-            problem = {
-                "id": f"add{i}",
-                "prompt": f"Write add(a, b) returning the sum ({i}).",
-                "entry_point": "add",
-                "tests": [{"name": "t", "kind": "io", "args": [1, 2], "expected": 3}],
-            }
-            fh.write(orjson.dumps(problem) + b"\n")
-    return path
 
 
 async def run_case(url: str, tmp: Path, decode: Any, workers: int, groups: int) -> dict[str, float]:
@@ -67,7 +51,7 @@ async def run_case(url: str, tmp: Path, decode: Any, workers: int, groups: int) 
         tokenizer_name=str(tokenizer),
         group_size=GROUP,
         mode="markers",
-        problems=str(write_problems(tmp / "problems.jsonl", 50)),
+        problems=str(write_add_problems(tmp / "problems.jsonl", 50)),
         sandbox="rlimit",
         concurrency=64,
         use_wandb=False,
@@ -137,7 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, 2, 4):
             fake = FakeOpenAI("llamacpp", parallel=PARALLEL, latency_s=LATENCY_S)
-            fake.set_responder(lambda path, body: Reply(content=ANSWER))
+            fake.set_responder(lambda path, body: Reply(content=ADD_ANSWER))
             with fake:
                 row = asyncio.run(run_case(fake.url, Path(tmp), fake.vocab.decode, workers, groups))
                 busy = fake.max_in_flight

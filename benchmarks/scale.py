@@ -62,7 +62,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-from benchmarks.throughput import ANSWER, write_problems  # noqa: E402
+from benchmarks.common import ADD_ANSWER, write_add_problems  # noqa: E402
 from tests.support.fake_ollama import FakeOllama  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -494,8 +494,8 @@ def paths(args: argparse.Namespace) -> None:
     ):
         tmp = Path(name)
         problems = tmp / "problems.jsonl"
-        write_problems(problems, problems_count)
-        server.set_responder(lambda path, body: ANSWER)
+        write_add_problems(problems, problems_count)
+        server.set_responder(lambda path, body: ADD_ANSWER)
         cases = run_cases(server.url, problems, samples, args.parallel, tmp)
     bound = args.parallel / args.latency
     print(

@@ -38,15 +38,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), os.environ.get("TRACEGEN_BENCH_SRC") or str(ROOT / "src")]
+
+from benchmarks.common import ADD_ANSWER, write_add_problems  # noqa: E402
+
 PREVIOUS_RELEASE = "3fdc947"
 """The commit whose figures are printed beside today's (``--previous``)."""
 HAND_WRITTEN = "fd90a8b"
 """The last commit whose transport parsed HTTP by hand (``llm/lanes.py``)."""
-
-ANSWER = (
-    "<think>I add the two numbers.</think>\n<code>\ndef add(a, b):\n    return a + b\n</code>\n"
-    "<think>Check it.</think>\n<verify>add(1, 2) == 3</verify>"
-)
 
 
 def _peak_rss_mb() -> float:
@@ -54,21 +52,6 @@ def _peak_rss_mb() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def write_problems(path: Path, count: int) -> None:
-    """``count`` problems asking for ``add(a, b)``, one test each."""
-    import orjson
-
-    with path.open("wb") as fh:
-        for i in range(count):
-            problem = {
-                "id": f"add{i}",
-                "prompt": f"Write add(a, b) returning the sum ({i}).",
-                "entry_point": "add",
-                "tests": [{"name": "t", "kind": "io", "args": [1, 2], "expected": 3}],
-            }
-            fh.write(orjson.dumps(problem) + b"\n")
 
 
 def run_case(url: str, episodes: int, concurrency: int) -> dict[str, float]:
@@ -212,7 +195,7 @@ def _run(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         problems = Path(tmp) / "problems.jsonl"
         samples = 10 if episodes >= 100 else 1
-        write_problems(problems, episodes // samples)
+        write_add_problems(problems, episodes // samples)
         out = Path(tmp) / "traces.jsonl"
         flags = {
             "hosts": [url],
@@ -281,7 +264,7 @@ def _case(
     else:
         server = FakeOllama(parallel=parallel, latency_s=latency)
     with server:
-        server.set_responder(lambda path, body: ANSWER)
+        server.set_responder(lambda path, body: ADD_ANSWER)
         url = server.api if isinstance(server, FakeOpenAI) else server.url
         cmd = [sys.executable, __file__, *worker.split(), url, str(episodes), str(concurrency)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)

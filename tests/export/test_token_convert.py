@@ -23,6 +23,7 @@ from tests.support.token_traces import (
     make_tokenizer,
     numbered,
     padded,
+    tiny_llama,
     tool_feedback,
 )
 from tests.support.traces import (
@@ -450,7 +451,7 @@ def test_token_flags_misused_are_one_line(flags: list[str], message: str, trace_
 def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: Path) -> None:
     import datasets
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     hf = tmp_path / "hf"
@@ -462,17 +463,7 @@ def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: 
         ["input_ids", "attention_mask", "assistant_masks"]
     )
     tokenizer = AutoTokenizer.from_pretrained(str(source.tokenizer))
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    model = tiny_llama(tokenizer, positions=1024)
     args = SFTConfig(
         output_dir=str(tmp_path / "out"),
         max_steps=3,
@@ -485,7 +476,7 @@ def test_sft_trainer_trains_on_tokenized_records(source: TraceSource, tmp_path: 
         max_length=None,
     )
     trainer = SFTTrainer(
-        model=LlamaForCausalLM(config),
+        model=model,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,

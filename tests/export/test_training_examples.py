@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.token_traces import ChatmlModel, inline_tools, make_tokenizer, tool_feedback
+from tests.support.token_traces import (
+    ChatmlModel,
+    inline_tools,
+    make_tokenizer,
+    tiny_llama,
+    tool_feedback,
+)
 from tests.support.traces import write_traces
 
 pytestmark = pytest.mark.slow
@@ -70,8 +76,7 @@ def test_the_training_page_has_the_three_training_examples() -> None:
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``traces.jsonl`` (two problems of four episodes each, successes and not) and a tiny
     model with SmolLM2's chat template, saved where the examples name SmolLM2."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     work = tmp_path_factory.mktemp("train")
     model_dir = make_tokenizer(work / MODEL, SMOLLM2_TEMPLATE)
@@ -82,19 +87,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         traces += [inline_tools(model, 4 * k + j, problem_id=problem) for j in (1, 2, 3)]
     write_traces(work / "traces.jsonl", traces)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-    )
-    LlamaForCausalLM(config).save_pretrained(str(model_dir))
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    tiny_llama(tokenizer, positions=4096, eos_token_id=end).save_pretrained(str(model_dir))
     (work / "on_cpu.py").write_text(ON_CPU)
     return work
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -17,6 +17,7 @@ from tests.support.backends import QUICK_RETRIES
 from tests.support.fake_model import FakeModel, Fault
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.local_engine import ScriptedEngine, scripted_local
 from tracegen.errors import (
     AnswerTooLarge,
     BackendTimeout,
@@ -28,7 +29,7 @@ from tracegen.errors import (
 from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
 from tracegen.llm.http import ANSWER_FLOOR_BYTES, HttpBackend, answer_limit
 from tracegen.llm.ollama import OllamaBackend
-from tracegen.llm.openai import OpenAIBackend
+from tracegen.llm.openai import OpenAIBackend, read_chat, read_native
 from tracegen.schema import ChatMessage
 
 KINDS = ["ollama", "vllm", "llamacpp"]
@@ -214,3 +215,66 @@ def test_max_answer_bytes_is_a_setting_every_backend_takes() -> None:
         assert isinstance(backend, HttpBackend) and backend.limit_for(ask()) == 5_000_000
     with pytest.raises(ConfigError, match=r"max-answer-bytes .* 1024"):
         load_settings(RunSettings, {"model": "m"}, env={"TRACEGEN_MAX_ANSWER_BYTES": "10"})
+
+
+def test_logprobs_of_other_tokens_than_those_sampled_are_an_error_never_data() -> None:
+    """A logprob entry's id (llama.cpp's ``id``, vLLM's ``token_id:N``) must be the id the
+    server says it sampled at that place (vLLM's ``token_ids``, llama.cpp's ``tokens``): else
+    the trace would pair a token with another token's logprob."""
+    request = ChatRequest(messages=[ChatMessage(role="user", content="q")])
+    chat = {
+        "prompt_token_ids": [1, 2],
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": "ab"},
+                "finish_reason": "stop",
+                "token_ids": [7, 8],
+                "logprobs": {
+                    "content": [
+                        {"token": "a", "logprob": -0.1, "id": 7},
+                        {"token": "token_id:9", "logprob": -0.2, "bytes": [98]},
+                    ]
+                },
+            }
+        ],
+    }
+    with pytest.raises(ProtocolError, match="logprob of token 9 where it sampled 8"):
+        read_chat(chat, request, "h", "m")
+    native = {
+        "content": "ab",
+        "tokens": [7, 8, 10],  # the stop string's token has no probabilities
+        "completion_probabilities": [
+            {"id": 7, "token": "a", "logprob": -0.1},
+            {"id": 3, "token": "b", "logprob": -0.2},
+        ],
+    }
+    with pytest.raises(ProtocolError, match="logprob of token 3 where it sampled 8"):
+        read_native(native, request, [1, 2], "h", "m")
+    native["completion_probabilities"][1]["id"] = 8  # type: ignore[index]
+    completion = read_native(native, request, [1, 2], "h", "m")
+    assert [t.id for t in completion.logprobs or []] == [7, 8]
+
+
+async def test_the_embedded_backend_refuses_impossible_token_ids_too() -> None:
+    fake = FakeOpenAI("llamacpp").start()
+    fake.set_responder(lambda path, body: "the answer")
+    backend = scripted_local(fake)
+    engine = cast(ScriptedEngine, backend.engine)
+    streams = engine.handle_completions
+
+    def impossible(body: dict[str, Any], on_chunk: Any = None) -> Any:
+        def chunk(streamed: dict[str, Any]) -> bool:
+            for entry in streamed["choices"][0]["logprobs"]["content"]:
+                entry["id"] = -5
+            return bool(on_chunk(streamed))
+
+        return streams(body, chunk)
+
+    try:
+        assert (await backend.chat(ask())).completion_ids
+        engine.handle_completions = impossible  # type: ignore[method-assign]
+        with pytest.raises(ImpossibleTokenId, match="local sent token id -5"):
+            await backend.chat(ask())
+    finally:
+        await backend.aclose()
+        fake.stop()

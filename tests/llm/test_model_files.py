@@ -13,11 +13,12 @@ from tracegen.llm.gguf import read_gguf
 from tracegen.llm.packaged import find_model
 
 
-def test_the_header_gives_family_context_template_and_kv_size(tmp_path: Path) -> None:
+def test_the_header_gives_family_context_template_kv_size_and_vocabulary(tmp_path: Path) -> None:
     info = read_gguf(write_gguf(tmp_path / "m.gguf", chat_template="{{ x }}", layers=3))
     assert (info.architecture, info.name, info.context_length) == ("llama", "Tiny Test", 2048)
     assert info.chat_template == "{{ x }}"
     assert info.kv_bytes_per_token == 2 * 3 * 2 * (64 // 4) * 2
+    assert info.vocab == 3  # the embedded backend refuses token ids past it
 
 
 def test_a_file_that_is_not_gguf_is_one_line(tmp_path: Path) -> None:

@@ -55,6 +55,28 @@ SYSTEM = "You solve coding problems."
 PROBLEM = "Write `add(a, b)` that returns the sum of a and b."
 
 
+def tiny_llama(tokenizer: Any, *, positions: int, **config: Any) -> Any:
+    """A two-layer Llama over ``tokenizer``'s vocabulary, initialised from seed 0: small
+    enough for a trainer to take a few steps on CPU. ``config`` adds `LlamaConfig` fields."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=positions,
+            pad_token_id=tokenizer.pad_token_id,
+            **config,
+        )
+    )
+
+
 def make_tokenizer(path: Path, template: str = CHATML) -> Path:
     """A byte-level BPE tokenizer with ChatML special tokens, saved as a Hugging Face
     tokenizer directory at ``path``."""

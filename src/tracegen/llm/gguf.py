@@ -11,7 +11,7 @@ import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracegen.errors import ConfigError
 
@@ -47,6 +47,8 @@ class GgufInfo:
     layers: int
     kv_heads: int
     head_dim: int
+    vocab: int = 0
+    """Tokens in the model's vocabulary (``tokenizer.ggml.tokens``); 0 when the file has none."""
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -79,6 +81,7 @@ def read_gguf(path: Path) -> GgufInfo:
 
     heads = number("attention.head_count", 1) or 1
     template = meta.get("tokenizer.chat_template")
+    tokens = meta.get("tokenizer.ggml.tokens")
     return GgufInfo(
         path=path,
         size_bytes=path.stat().st_size,
@@ -89,11 +92,20 @@ def read_gguf(path: Path) -> GgufInfo:
         layers=number("block_count"),
         kv_heads=number("attention.head_count_kv", heads) or heads,
         head_dim=number("attention.key_length") or number("embedding_length") // heads,
+        vocab=tokens.length
+        if isinstance(tokens := meta.get("tokenizer.ggml.tokens"), _Array)
+        else 0,
     )
 
 
+class _Array(NamedTuple):
+    """An array of the header, of which only the length is read."""
+
+    length: int
+
+
 def _metadata(data: mmap.mmap) -> dict[str, Any]:
-    """Every scalar and string value of the header, by key (arrays are skipped)."""
+    """Every scalar and string value of the header, by key (arrays by their length only)."""
     _version, _tensors, count = struct.unpack_from("<IQQ", data, 4)
     offset = 24
     meta: dict[str, Any] = {}
@@ -124,6 +136,6 @@ def _value(data: mmap.mmap, offset: int, kind: int) -> tuple[Any, int]:
                 offset += 8 + length
         else:
             offset += struct.calcsize(_SCALARS[item]) * count
-        return None, offset
+        return _Array(count), offset
     fmt = "<" + _SCALARS[kind]
     return struct.unpack_from(fmt, data, offset)[0], offset + struct.calcsize(fmt)

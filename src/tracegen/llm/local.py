@@ -3,14 +3,15 @@
 Every request is exact token-in/token-out. The conversation is rendered with the model's chat
 template and tokenized by llama.cpp itself; those ids are the prompt the model is given
 (`Completion.prompt_ids`), and every sampled token comes back with its id and logprob
-(`Completion.completion_ids`, `TokenLogprob.id`). A prompt whose text goes on from an earlier
+(`Completion.completion_ids`, `TokenLogprob.id`); an id outside the model's vocabulary (the
+GGUF file's) is an error (`check_ids`), never data. A prompt whose text goes on from an earlier
 request's prompt and completion starts with their very ids (`tracegen.llm.sequences`). A partial
 assistant message last in the conversation is rendered open (no end-of-turn token) and
-continued: ``raw`` continuation, which ``prefill`` is too here. Stop sequences are applied here,
-not by llama.cpp (whose OpenAI-style answers drop the token holding a stop string): the text is
-cut before the stop string, the ids keep every sampled token. Logprobs are llama.cpp's defaults:
-the model's own log-softmax over the whole vocabulary, before temperature, top-k/top-p and any
-grammar.
+continued: ``raw`` continuation, which ``prefill`` is too here. Stop sequences are applied
+here, not by llama.cpp (whose OpenAI-style answers drop the token holding a stop string): the
+text is cut before the stop string, the ids keep every sampled token. Logprobs are llama.cpp's
+defaults: the model's own log-softmax over the whole vocabulary, before temperature, top-k/top-p
+and any grammar.
 
 Requests run in a pool of worker threads, one per llama.cpp slot (``n_parallel``), so the
 event loop, the sandbox and the progress display keep running; llama.cpp batches the slots'
@@ -45,6 +46,7 @@ from tracegen.llm.base import (
     ContinueChoice,
     FinishReason,
     ServerInfo,
+    check_ids,
     logprobs_kind,
     pick_continuation,
     token_logprobs,
@@ -315,6 +317,7 @@ class LocalBackend:
         else:
             stream.finish = "length"  # the conversation fills the context: nothing more fits
         completion = stream.completion(self.model, prompt_ids, request.logprobs)
+        check_ids(completion.completion_ids or [], self.local.info.vocab or None, HOST)
         completion.logprobs_kind = logprobs_kind(self.capabilities, request)
         return completion
 
@@ -336,7 +339,7 @@ class LocalBackend:
         ids = self._post("/tokenize", body).get("tokens")
         if not isinstance(ids, list):
             raise ServerError("llama.cpp returned no token ids")
-        return [int(i) for i in ids]
+        return check_ids([int(i) for i in ids], self.local.info.vocab or None, HOST, "prompt token")
 
     def _detokenize(self, ids: list[int]) -> str:
         return str(self._post("/detokenize", {"tokens": ids}).get("content", ""))

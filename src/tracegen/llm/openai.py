@@ -174,11 +174,8 @@ class OpenAIBackend(HttpBackend):
         """Who answers: each known server's identity endpoint in turn, then ``/v1/models``."""
         for flavor in FLAVORS.values():
             for path in flavor.probes:
-                try:
-                    data = await self.request_json("GET", path, None, None)
-                except (BackendUnavailable, BackendTimeout, AuthError):
-                    raise
-                except BackendError:
+                data = await self._probe(path)
+                if data is None:
                     continue
                 version = flavor.recognise(data)
                 if version is not None:
@@ -188,6 +185,16 @@ class OpenAIBackend(HttpBackend):
                     return self.server
         await self.request_json("GET", f"{self._api}/models", None, None)
         return self._found(GENERIC, "")
+
+    async def _probe(self, path: str) -> Json | None:
+        """``GET path``, or None when the server answers it with an error (the path is not
+        its); a host that cannot be reached, is too slow or refuses the key is an error."""
+        try:
+            return await self.request_json("GET", path, None, None)
+        except (BackendUnavailable, BackendTimeout, AuthError):
+            raise
+        except BackendError:
+            return None
 
     def _found(self, flavor: Flavor, version: str) -> ServerInfo:
         self._flavor = flavor
@@ -235,11 +242,8 @@ class OpenAIBackend(HttpBackend):
         reads it in ``trl/generation/vllm_client.py``); None for other servers."""
         if flavor.kind != "vllm":
             return None
-        try:
-            data = await self.request_json("GET", "/server_info?config_format=json", None, None)
-        except (BackendUnavailable, BackendTimeout, AuthError):
-            raise
-        except BackendError:
+        data = await self._probe("/server_info?config_format=json")
+        if data is None:
             return "unknown"
         config = data.get("vllm_config")
         model = config.get("model_config") if isinstance(config, dict) else None
@@ -458,7 +462,7 @@ def read_native(
     check_ids(ids, vocab, host)
     logprobs = None
     if request.logprobs:
-        logprobs = _logprobs(data.get("completion_probabilities"), None, request.top_logprobs, host)
+        logprobs = _logprobs(data.get("completion_probabilities"), ids, request.top_logprobs, host)
         check_logprob_ids(logprobs, vocab, host)
     prompt_s, generation_s = _seconds(_dict(data.get("timings"), "timings", host))
     return Completion(
@@ -481,7 +485,9 @@ def _logprobs(entries: Any, ids: list[int] | None, top: int, host: str) -> list[
     """``logprobs.content`` (or llama.cpp ``completion_probabilities``) entries as tokens, with
     at most ``top`` alternatives each. A token's id is the entry's own, else a vLLM
     ``token_id:N`` token's (the text then comes from ``bytes``), else the matching one of
-    ``ids``. The entries are converted in one call, then completed."""
+    ``ids``. The entries are converted in one call, then completed; an entry whose id is not
+    the one ``ids`` holds at its place (entries may stop before ``ids`` do: llama.cpp leaves out
+    a stop string's) is a `ProtocolError`."""
     if entries is None:
         return []
     if not isinstance(entries, list):
@@ -498,6 +504,11 @@ def _logprobs(entries: Any, ids: list[int] | None, top: int, host: str) -> list[
         elif token.id is None:
             token.id = token_id
         del token.top_logprobs[top:]
+    for token, sampled in zip(tokens, ids or (), strict=False):
+        if token.id is not None and token.id != sampled:
+            raise ProtocolError(
+                f"{host} sent the logprob of token {token.id} where it sampled {sampled}"
+            )
     return tokens
 
 
