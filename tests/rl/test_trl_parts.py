@@ -65,10 +65,26 @@ def test_the_tool_runs_scripts_and_the_judge_scores_the_final_program(
     assert env.trace().score == 0.0 and env.get_reward() == pytest.approx(-0.9)
 
 
-def test_a_math_answer_is_the_last_line_printed(env: TracegenEnvironment) -> None:
+def test_a_math_answer_is_the_one_verify_finds_in_the_final_program_run_again(
+    env: TracegenEnvironment,
+) -> None:
     env.reset(problem=orjson.dumps(MATH).decode())
-    env.python("print('thinking')\nprint(2 * 3)")
-    assert env.trace().success
+    env.python("print('The answer is', 2 * 3)\nprint('done')")
+    trace = env.trace()
+    assert trace.success and trace.final_answer == "6"
+
+
+def test_the_reward_is_not_what_a_script_printed_when_the_policy_ran_it(
+    env: TracegenEnvironment, tmp_path: Path
+) -> None:
+    """The judge runs the final program again: an answer printed only while the policy
+    watched (here the first run of the script) earns nothing."""
+    mark = tmp_path / "ran"
+    env.reset(problem=orjson.dumps(MATH).decode())
+    ran = str(mark)
+    script = f"import os\nprint(7 if os.path.exists({ran!r}) else 6)\nopen({ran!r}, 'w')"
+    assert orjson.loads(env.python(script))["stdout"] == "6\n"
+    assert not env.trace().success
 
 
 def test_reset_needs_the_problem_column(env: TracegenEnvironment) -> None:
