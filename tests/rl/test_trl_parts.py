@@ -161,3 +161,19 @@ def test_closing_the_shared_sandboxes_ends_their_processes(env: TracegenEnvironm
     again.reset(problem=orjson.dumps(ADD).decode())
     again.python("def add(a, b):\n    return a + b")
     assert again.get_reward() == 1.0
+
+
+def test_a_file_an_earlier_script_leaves_is_gone_when_the_final_program_is_judged() -> None:
+    """With tracegen's own isolation, each script starts in an empty working directory and
+    cannot write outside it: the reward depends on the final program alone."""
+    env = TracegenEnvironment(RunSettings(sandbox="builtin", max_iterations=2))
+    env.reset(problem=orjson.dumps(ADD).decode())
+    places = "['left', os.path.expanduser('~/left'), '/tmp/tracegen-left', '/dev/shm/left']"
+    env.python(
+        f"import os\nfor path in {places}:\n"
+        "    try:\n        open(path, 'w')\n    except OSError:\n        pass"
+    )
+    env.python(
+        f"import os\n\ndef add(a, b):\n    return 3 if any(map(os.path.exists, {places})) else 0"
+    )
+    assert env.trace().score == 0.0
