@@ -20,8 +20,8 @@ import orjson
 import pytest
 
 from tests.support.llamacpp import MODEL, hf_tokenizer, smollm2_gguf
-from tracegen.atropos.groups import pass_at_k
 from tracegen.schema import Trace
+from tracegen.views.pass_at_k import estimate_pass_at_k
 
 pytestmark = [
     pytest.mark.slow,
@@ -287,7 +287,7 @@ def test_process_writes_groups_and_traces_and_evaluate_reports_pass_at_k(
     assert len(traces) == len(PROBLEMS) * 2
     for k in (1, 2):
         expected = [
-            pass_at_k(2, sum(t.success for t in traces if t.problem_id == p["id"]), k)
+            estimate_pass_at_k(2, sum(t.success for t in traces if t.problem_id == p["id"]), k)
             for p in PROBLEMS
         ]
         assert metrics[f"eval/pass@{k}"] == pytest.approx(sum(expected) / len(expected))
