@@ -20,8 +20,8 @@ import orjson
 import pytest
 
 from tests.support.llamacpp import MODEL, hf_tokenizer, smollm2_gguf
-from tracegen.atropos.groups import pass_at_k
 from tracegen.schema import Trace
+from tracegen.views.pass_at_k import estimate_pass_at_k
 
 pytestmark = [
     pytest.mark.slow,
@@ -115,6 +115,57 @@ def child_env() -> dict[str, str]:
     return env | {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
 
 
+def run_env(
+    command: str, server: str, tokenizer: Path, tmp: Path, *extra: str, timeout: float = 400
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tracegen.atropos command`` run to its end, its output captured."""
+    return subprocess.run(
+        env_command(command, server, tokenizer, tmp, *extra),
+        cwd=tmp,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def register_trainer(api: str, tmp: Path, batch_size: int, num_steps: int) -> None:
+    """``POST /register`` as a trainer does, then the first ``GET /batch`` (after which
+    environments may register)."""
+    registration = {
+        "wandb_group": "g",
+        "wandb_project": "p",
+        "batch_size": batch_size,
+        "max_token_len": 8192,
+        "checkpoint_dir": str(tmp / "checkpoints"),
+        "save_checkpoint_interval": -1,
+        "starting_step": 0,
+        "num_steps": num_steps,
+    }
+    assert httpx.post(f"{api}/register", json=registration).status_code == 200
+    assert httpx.get(f"{api}/batch").json()["batch"] is None
+
+
+def start_serve(
+    api: str, llama: str, tokenizer: Path, tmp: Path, *extra: str
+) -> subprocess.Popen[str]:
+    """``serve`` against ``api`` in the background, its output in ``tmp/env.log``."""
+    command = env_command(
+        "serve",
+        llama,
+        tokenizer,
+        tmp,
+        f"--env.rollout_server_url={api}",
+        "--env.ensure_scores_are_not_same=false",
+        "--env.steps_per_eval=1000",
+        *extra,
+    )
+    log = (tmp / "env.log").open("w")
+    return subprocess.Popen(
+        command, cwd=tmp, env=child_env(), stdout=log, stderr=subprocess.STDOUT, text=True
+    )
+
+
 def detokenize(llama: str, ids: list[int]) -> str:
     text: str = httpx.post(f"{llama}/detokenize", json={"tokens": ids}, timeout=60).json()[
         "content"
@@ -179,35 +230,17 @@ def test_serve_hands_a_trainer_checked_groups_and_says_what_it_sent(
     children: list[subprocess.Popen[str]],
 ) -> None:
     batch = 2 * GROUP
-    registration = {
-        "wandb_group": "g",
-        "wandb_project": "p",
-        "batch_size": batch,
-        "max_token_len": 8192,
-        "checkpoint_dir": str(tmp_path / "checkpoints"),
-        "save_checkpoint_interval": -1,
-        "starting_step": 0,
-        "num_steps": 2,
-    }
-    assert httpx.post(f"{api}/register", json=registration).status_code == 200
-    assert httpx.get(f"{api}/batch").json()["batch"] is None  # envs may register from now on
+    register_trainer(api, tmp_path, batch, num_steps=2)
     traces_path = tmp_path / "traces.jsonl"
-    command = env_command(
-        "serve",
+    proc = start_serve(
+        api,
         llama_server,
         tokenizer,
         tmp_path,
-        f"--env.rollout_server_url={api}",
         "--env.total_steps=2",
         "--env.max_num_workers=2",
-        "--env.ensure_scores_are_not_same=false",
-        "--env.steps_per_eval=1000",
         f"--env.traces_path={traces_path}",
         f"--env.unsent_path={tmp_path / 'unsent.jsonl'}",
-    )
-    log = (tmp_path / "env.log").open("w")
-    proc = subprocess.Popen(
-        command, cwd=tmp_path, env=child_env(), stdout=log, stderr=subprocess.STDOUT, text=True
     )
     children.append(proc)
     batches: list[list[dict[str, Any]]] = []
@@ -235,20 +268,13 @@ def test_process_writes_groups_and_traces_and_evaluate_reports_pass_at_k(
     llama_server: str, tokenizer: Path, tmp_path: Path
 ) -> None:
     groups = tmp_path / "out" / "groups.jsonl"
-    done = subprocess.run(
-        env_command(
-            "process",
-            llama_server,
-            tokenizer,
-            tmp_path,
-            "--env.total_steps=1",
-            f"--env.data_path_to_save_groups={groups}",
-        ),
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=400,
+    done = run_env(
+        "process",
+        llama_server,
+        tokenizer,
+        tmp_path,
+        "--env.total_steps=1",
+        f"--env.data_path_to_save_groups={groups}",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     written = [orjson.loads(line) for line in groups.read_bytes().splitlines()]
@@ -265,20 +291,13 @@ def test_process_writes_groups_and_traces_and_evaluate_reports_pass_at_k(
     assert stats.returncode == 0, stats.stderr
 
     evals = tmp_path / "eval"
-    done = subprocess.run(
-        env_command(
-            "evaluate",
-            llama_server,
-            tokenizer,
-            tmp_path,
-            "--env.num_samples=2",
-            f"--env.data_dir_to_save_evals={evals}",
-        ),
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=400,
+    done = run_env(
+        "evaluate",
+        llama_server,
+        tokenizer,
+        tmp_path,
+        "--env.num_samples=2",
+        f"--env.data_dir_to_save_evals={evals}",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "pass@1" in done.stderr and "pass@2" in done.stderr
@@ -287,7 +306,7 @@ def test_process_writes_groups_and_traces_and_evaluate_reports_pass_at_k(
     assert len(traces) == len(PROBLEMS) * 2
     for k in (1, 2):
         expected = [
-            pass_at_k(2, sum(t.success for t in traces if t.problem_id == p["id"]), k)
+            estimate_pass_at_k(2, sum(t.success for t in traces if t.problem_id == p["id"]), k)
             for p in PROBLEMS
         ]
         assert metrics[f"eval/pass@{k}"] == pytest.approx(sum(expected) / len(expected))
@@ -298,14 +317,7 @@ def test_a_policy_server_without_token_ids_is_refused_in_one_line(tmp_path: Path
     from tests.support.token_traces import make_tokenizer
 
     with FakeOpenAI("sglang") as server:
-        done = subprocess.run(
-            env_command("serve", server.url, make_tokenizer(tmp_path / "tok"), tmp_path),
-            cwd=tmp_path,
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = run_env("serve", server.url, make_tokenizer(tmp_path / "tok"), tmp_path, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("tracegen: error: the policy server at ")
@@ -320,34 +332,16 @@ def test_a_dying_api_server_is_reported_with_what_became_of_the_groups(
     tmp_path: Path,
     children: list[subprocess.Popen[str]],
 ) -> None:
-    registration = {
-        "wandb_group": "g",
-        "wandb_project": "p",
-        "batch_size": GROUP,
-        "max_token_len": 8192,
-        "checkpoint_dir": str(tmp_path / "checkpoints"),
-        "save_checkpoint_interval": -1,
-        "starting_step": 0,
-        "num_steps": 100,
-    }
-    httpx.post(f"{api}/register", json=registration)
-    httpx.get(f"{api}/batch")
+    register_trainer(api, tmp_path, GROUP, num_steps=100)
     unsent = tmp_path / "unsent.jsonl"
-    command = env_command(
-        "serve",
+    proc = start_serve(
+        api,
         llama_server,
         tokenizer,
         tmp_path,
-        f"--env.rollout_server_url={api}",
         "--env.total_steps=100",
         "--env.max_num_workers=1",
-        "--env.ensure_scores_are_not_same=false",
-        "--env.steps_per_eval=1000",
         f"--env.unsent_path={unsent}",
-    )
-    log = (tmp_path / "env.log").open("w")
-    proc = subprocess.Popen(
-        command, cwd=tmp_path, env=child_env(), stdout=log, stderr=subprocess.STDOUT, text=True
     )
     children.append(proc)
     deadline = time.monotonic() + 300
@@ -405,21 +399,15 @@ def test_retokenized_ids_are_used_when_asked_for(tmp_path: Path) -> None:
     groups = tmp_path / "groups.jsonl"
     with FakeOpenAI("sglang") as server:
         server.set_responder(lambda path, body: Reply(content=answer))
-        done = subprocess.run(
-            env_command(
-                "process",
-                server.url,
-                make_tokenizer(tmp_path / "tok"),
-                tmp_path,
-                "--env.mode=markers",
-                "--env.token_ids=retokenized",
-                "--env.total_steps=1",
-                f"--env.data_path_to_save_groups={groups}",
-            ),
-            cwd=tmp_path,
-            env=child_env(),
-            capture_output=True,
-            text=True,
+        done = run_env(
+            "process",
+            server.url,
+            make_tokenizer(tmp_path / "tok"),
+            tmp_path,
+            "--env.mode=markers",
+            "--env.token_ids=retokenized",
+            "--env.total_steps=1",
+            f"--env.data_path_to_save_groups={groups}",
             timeout=120,
         )
     assert done.returncode == 0, done.stderr[-3000:]

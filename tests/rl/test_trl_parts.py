@@ -8,21 +8,20 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.token_traces import ChatmlModel, inline_tools, make_tokenizer, tool_feedback
+from tests.support.tiny_models import ADD_PROBLEM
+from tests.support.token_traces import (
+    ChatmlModel,
+    inline_tools,
+    make_tokenizer,
+    tool_feedback,
+    write_trl_records,
+)
 from tracegen.config import RunSettings
 from tracegen.data.prompts import load_prompt, task_message
 from tracegen.errors import InputFileError
-from tracegen.export.rl import trl_row
-from tracegen.export.tokens.sequences import token_episode
 from tracegen.problems import load_problems
 from tracegen.trl import RecordedRollouts, TracegenEnvironment, problems_dataset
 
-ADD = {
-    "id": "add",
-    "prompt": "Write `add(a, b)` that returns a + b.",
-    "entry_point": "add",
-    "tests": [{"name": "small", "kind": "io", "args": [1, 2], "expected": 3}],
-}
 MATH = {
     "id": "six",
     "kind": "math",
@@ -52,7 +51,7 @@ def env() -> TracegenEnvironment:
 def test_the_tool_runs_scripts_and_the_judge_scores_the_final_program(
     env: TracegenEnvironment,
 ) -> None:
-    env.reset(problem=orjson.dumps(ADD).decode(), prompt=[])
+    env.reset(problem=orjson.dumps(ADD_PROBLEM).decode(), prompt=[])
     assert env.get_reward() == -1.0, "nothing run, nothing to judge"
     answer = orjson.loads(env.python("print(40 + 2)"))
     assert answer == {"status": "ok", "exit_code": 0, "stdout": "42\n", "stderr": ""}
@@ -60,15 +59,31 @@ def test_the_tool_runs_scripts_and_the_judge_scores_the_final_program(
     assert env.get_reward() == 1.0
     refused = orjson.loads(env.python("print(1)"))
     assert refused["status"] == "not-run" and "all 2 scripts" in refused["error"]
-    env.reset(problem=orjson.dumps(ADD).decode())
+    env.reset(problem=orjson.dumps(ADD_PROBLEM).decode())
     env.python("def add(a, b):\n    return a - b")
     assert env.trace().score == 0.0 and env.get_reward() == pytest.approx(-0.9)
 
 
-def test_a_math_answer_is_the_last_line_printed(env: TracegenEnvironment) -> None:
+def test_a_math_answer_is_the_one_verify_finds_in_the_final_program_run_again(
+    env: TracegenEnvironment,
+) -> None:
     env.reset(problem=orjson.dumps(MATH).decode())
-    env.python("print('thinking')\nprint(2 * 3)")
-    assert env.trace().success
+    env.python("print('The answer is', 2 * 3)\nprint('done')")
+    trace = env.trace()
+    assert trace.success and trace.final_answer == "6"
+
+
+def test_the_reward_is_not_what_a_script_printed_when_the_policy_ran_it(
+    env: TracegenEnvironment, tmp_path: Path
+) -> None:
+    """The judge runs the final program again: an answer printed only while the policy
+    watched (here the first run of the script) earns nothing."""
+    mark = tmp_path / "ran"
+    env.reset(problem=orjson.dumps(MATH).decode())
+    ran = str(mark)
+    script = f"import os\nprint(7 if os.path.exists({ran!r}) else 6)\nopen({ran!r}, 'w')"
+    assert orjson.loads(env.python(script))["stdout"] == "6\n"
+    assert not env.trace().success
 
 
 def test_reset_needs_the_problem_column(env: TracegenEnvironment) -> None:
@@ -97,14 +112,7 @@ def _records(tmp_path: Path) -> Path:
         inline_tools(model, 2, problem_id="sum"),
     ]
     traces[2].token_requests[0].logprobs = None
-    path = tmp_path / "t.rl-trl.jsonl"
-    with path.open("wb") as fh:
-        for trace in traces:
-            episode = token_episode(trace, None, require_exact=True)
-            for sequence in episode.sequences:
-                row = trl_row(trace, episode, sequence)
-                fh.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
-    return path
+    return write_trl_records(tmp_path / "t.rl-trl.jsonl", traces)
 
 
 def test_recorded_rollouts_serve_each_problems_records_in_turn(tmp_path: Path) -> None:
@@ -136,12 +144,28 @@ def test_closing_the_shared_sandboxes_ends_their_processes(env: TracegenEnvironm
     from tests.support.sandboxes import sandbox_processes
     from tracegen.trl import close_sandboxes
 
-    env.reset(problem=orjson.dumps(ADD).decode())
+    env.reset(problem=orjson.dumps(ADD_PROBLEM).decode())
     env.python("def add(a, b):\n    return a + b")
     assert sandbox_processes()
     close_sandboxes()
     assert sandbox_processes() == []
     again = TracegenEnvironment(RunSettings(sandbox="rlimit", max_iterations=2))
-    again.reset(problem=orjson.dumps(ADD).decode())
+    again.reset(problem=orjson.dumps(ADD_PROBLEM).decode())
     again.python("def add(a, b):\n    return a + b")
     assert again.get_reward() == 1.0
+
+
+def test_a_file_an_earlier_script_leaves_is_gone_when_the_final_program_is_judged() -> None:
+    """With tracegen's own isolation, each script starts in an empty working directory and
+    cannot write outside it: the reward depends on the final program alone."""
+    env = TracegenEnvironment(RunSettings(sandbox="builtin", max_iterations=2))
+    env.reset(problem=orjson.dumps(ADD_PROBLEM).decode())
+    places = "['left', os.path.expanduser('~/left'), '/tmp/tracegen-left', '/dev/shm/left']"
+    env.python(
+        f"import os\nfor path in {places}:\n"
+        "    try:\n        open(path, 'w')\n    except OSError:\n        pass"
+    )
+    env.python(
+        f"import os\n\ndef add(a, b):\n    return 3 if any(map(os.path.exists, {places})) else 0"
+    )
+    assert env.trace().score == 0.0

@@ -16,49 +16,25 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.support.tiny_models import ADD_PROBLEM, tiny_config
+from tests.support.token_traces import make_tokenizer
 from tracegen.config import RunSettings
 
 pytestmark = pytest.mark.slow
 
 GOOD = '\n{"name": "python", "arguments": {"code": "def add(a, b):\\n    return a + b"}}\n'
 BAD = '\n{"name": "python", "arguments": {"code": "def add(a, b):\\n    return a - b"}}\n'
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
-SPECIAL += ["<tool_response>", "</tool_response>", "<think>", "</think>"]
-ADD = {
-    "id": "add",
-    "prompt": "Write `add(a, b)` that returns a + b.",
-    "entry_point": "add",
-    "tests": [{"name": "small", "kind": "io", "args": [1, 2], "expected": 3}],
-}
+TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+TOOL_TOKENS += ["<think>", "</think>"]
 
 
 def _tokenizer(path: Path) -> Path:
+    """Qwen3's own template, as TRL ships it (TRL knows how to read its tool calls), and the
+    two tool calls as whole tokens."""
     import trl
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(["Run Python in a sandbox, print what you want to see."], trainer)
-    tok.add_tokens([GOOD, BAD])
-    path.mkdir(parents=True)
-    tok.save(str(path / "tokenizer.json"))
-    # Qwen3's own template, as TRL ships it: TRL knows how to read its tool calls.
     template = (Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "chat_template": template,
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-    }
-    (path / "tokenizer_config.json").write_bytes(orjson.dumps(config))
-    return path
+    return make_tokenizer(path, template, special=TOOL_TOKENS, added=[GOOD, BAD])
 
 
 def test_two_grpo_steps_with_tracegen_environments_move_the_parameters(tmp_path: Path) -> None:
@@ -68,7 +44,7 @@ def test_two_grpo_steps_with_tracegen_environments_move_the_parameters(tmp_path:
     from tracegen.trl import TracegenEnvironment, problems_dataset
 
     problems = tmp_path / "problems.jsonl"
-    problems.write_bytes(orjson.dumps(ADD) + b"\n")
+    problems.write_bytes(orjson.dumps(ADD_PROBLEM) + b"\n")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(_tokenizer(tmp_path / "tok")))
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")}
     good, bad = (tokenizer.convert_tokens_to_ids(t) for t in (GOOD, BAD))
@@ -77,16 +53,11 @@ def test_two_grpo_steps_with_tracegen_environments_move_the_parameters(tmp_path:
     bias += [[[good, close], 24.0], [[bad, close], 24.0], [[close, end], 32.0]]
 
     torch.manual_seed(0)
-    config = transformers.Qwen3Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+    config = tiny_config(
+        transformers.Qwen3Config,
+        tokenizer,
         head_dim=16,
         max_position_embeddings=8192,
-        pad_token_id=tokenizer.pad_token_id,
         eos_token_id=end,
     )
     model = transformers.Qwen3ForCausalLM(config)
@@ -136,33 +107,21 @@ def test_offline_grpo_on_recorded_rollouts_moves_the_parameters(tmp_path: Path) 
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     trl = pytest.importorskip("trl")
-    from tests.support.token_traces import ChatmlModel, inline_tools, make_tokenizer, tool_feedback
-    from tracegen.export.rl import trl_row
-    from tracegen.export.tokens.sequences import token_episode
+    from tests.support.token_traces import (
+        ChatmlModel,
+        inline_tools,
+        tool_feedback,
+        write_trl_records,
+    )
     from tracegen.trl import RecordedRollouts
 
     tok_dir = make_tokenizer(tmp_path / "tok")
     chatml = ChatmlModel(tok_dir)
-    records = tmp_path / "t.rl-trl.jsonl"
-    with records.open("wb") as fh:
-        for trace in (tool_feedback(chatml, 0), inline_tools(chatml, 1)):
-            episode = token_episode(trace, None, require_exact=True)
-            for sequence in episode.sequences:
-                row = trl_row(trace, episode, sequence)
-                fh.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+    traces = [tool_feedback(chatml, 0), inline_tools(chatml, 1)]
+    records = write_trl_records(tmp_path / "t.rl-trl.jsonl", traces)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = transformers.LlamaForCausalLM(config)
+    model = transformers.LlamaForCausalLM(tiny_config(transformers.LlamaConfig, tokenizer))
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     rollouts = RecordedRollouts(records)
     args = trl.GRPOConfig(

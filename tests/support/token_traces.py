@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,9 +77,16 @@ def tiny_llama(tokenizer: Any, *, positions: int, **config: Any) -> Any:
     )
 
 
-def make_tokenizer(path: Path, template: str = CHATML) -> Path:
-    """A byte-level BPE tokenizer with ChatML special tokens, saved as a Hugging Face
-    tokenizer directory at ``path``."""
+def make_tokenizer(
+    path: Path,
+    template: str = CHATML,
+    *,
+    special: Sequence[str] = (),
+    added: Sequence[str] = (),
+) -> Path:
+    """A byte-level BPE tokenizer with ChatML special tokens (and ``special``), plus the
+    whole strings ``added`` as tokens, saved as a Hugging Face tokenizer directory at
+    ``path``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -87,11 +94,12 @@ def make_tokenizer(path: Path, template: str = CHATML) -> Path:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=500,
-        special_tokens=SPECIAL,
+        special_tokens=[*SPECIAL, *special],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(CORPUS, trainer)
+    tok.add_tokens(list(added))
     path.mkdir(parents=True, exist_ok=True)
     tok.save(str(path / "tokenizer.json"))
     config = {
@@ -404,3 +412,17 @@ SOURCES: dict[str, Callable[[Path], TraceSource]] = {
     "local": local,
 }
 SLOW_SOURCES = {"llamacpp", "local"}
+
+
+def write_trl_records(path: Path, traces: list[Trace]) -> Path:
+    """``traces`` as the records of ``tracegen convert --rl trl`` (exact ids), at ``path``."""
+    from tracegen.export.rl import trl_row
+    from tracegen.export.tokens.sequences import token_episode
+
+    with path.open("wb") as fh:
+        for trace in traces:
+            episode = token_episode(trace, None, require_exact=True)
+            for sequence in episode.sequences:
+                row = trl_row(trace, episode, sequence)
+                fh.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+    return path

@@ -62,7 +62,7 @@ from tracegen.errors import BackendUnavailable, ConfigError, TracegenError
 from tracegen.export.tokens.sequences import Decoder
 from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
 from tracegen.generate.command import constrained
-from tracegen.generate.plan import Plan, episode_seed, trace_id
+from tracegen.generate.plan import Plan
 from tracegen.jsonl import JsonlWriter
 from tracegen.llm.base import session
 from tracegen.llm.factory import open_pool
@@ -190,7 +190,7 @@ class TracegenEnv(BaseEnv):
         self.problems = load_problems(s.problems, limit=s.limit, problem_ids=s.problem_ids)
         settings = constrained(s, mode.constrain_auto)
         self.generation = settings.generation()
-        self.settings_hash = self.generation.digest(self.system_prompt)
+        self.plan = Plan(self.problems, self.generation, self.system_prompt, 1, s.seed)
         if self.config.token_ids == "retokenized":
             self.retokenizer = load_tokenizer(Path(self.config.tokenizer_name))
         self.pool = await open_pool(
@@ -239,18 +239,6 @@ class TracegenEnv(BaseEnv):
         item = (self.problems[index], self._round // len(self.problems))
         self._round += 1
         return item
-
-    def _spec(self, problem: Problem, sample: int) -> EpisodeSpec:
-        key = (problem.id, sample, self.generation.mode, self.generation.model)
-        return EpisodeSpec(
-            problem=problem,
-            sample=sample,
-            trace_id=trace_id(key, self.settings_hash),
-            settings=self.generation,
-            settings_hash=self.settings_hash,
-            system_prompt=self.system_prompt,
-            seed=episode_seed(self.run_settings.seed, problem.id, sample),
-        )
 
     async def _episode(self, spec: EpisodeSpec) -> Trace:
         assert self.pool is not None and self.sandbox is not None
@@ -303,7 +291,7 @@ class TracegenEnv(BaseEnv):
     async def collect_trajectories(self, item: tuple[Problem, int]) -> tuple[Any, list[Any]]:
         problem, round_ = item
         size = self.config.group_size
-        specs = [self._spec(problem, round_ * size + i) for i in range(size)]
+        specs = [self.plan.spec(problem, round_ * size + i) for i in range(size)]
         traces = await asyncio.gather(*(self._episode(s) for s in specs))
         failure = environment_failure(traces)
         if failure is not None:  # not the policy's doing: no reward, the problem again later

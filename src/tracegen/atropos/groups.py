@@ -7,7 +7,6 @@ atropos`` writes them, each sample checked the same way before it is sent.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from tracegen.export.builder import Skipped
 from tracegen.export.rl import atropos_sample, check_atropos
 from tracegen.export.tokens.sequences import Decoder, token_episode
 from tracegen.schema import Trace
+from tracegen.views.pass_at_k import pass_at_k
 
 if TYPE_CHECKING:
     from tracegen.export.tokens.tokenizer import Tokenizer
@@ -150,28 +150,13 @@ class EpisodeMeans:
 # ---------------------------------------------------------------- pass@k
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased estimate of pass@k from ``n`` samples of which ``c`` passed (Chen et al.
-    2021, "Evaluating Large Language Models Trained on Code"): 1 − C(n−c, k) / C(n, k)."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@{k} needs 1 <= k <= n and 0 <= c <= n (n={n}, c={c})")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def pass_rates(traces: Iterable[Trace], ks: Iterable[int]) -> dict[int, float]:
-    """pass@k for each k, averaged over problems; a problem counts ``success`` of its
-    samples (k above a problem's sample count is left out)."""
+def pass_rates(traces: Iterable[Trace], ks: Iterable[int]) -> dict[str, float]:
+    """pass@k for each k (`tracegen.views.pass_at_k`, as ``tracegen stats`` reports it),
+    each problem counting the ``success`` of its samples."""
     per_problem: dict[str, list[bool]] = {}
     for trace in traces:
         per_problem.setdefault(trace.problem_id, []).append(trace.success)
-    out: dict[int, float] = {}
-    for k in ks:
-        rates = [pass_at_k(len(s), sum(s), k) for s in per_problem.values() if len(s) >= k]
-        if rates:
-            out[k] = sum(rates) / len(rates)
-    return out
+    return pass_at_k(((len(s), sum(s)) for s in per_problem.values()), ks)
 
 
 def eval_ks(samples: int) -> list[int]:

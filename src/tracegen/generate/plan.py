@@ -115,17 +115,20 @@ class Plan:
             for p, s in work_order(self.problems, self.num_samples, self.seed)
         )
 
+    def spec(self, problem: Problem, sample: int) -> EpisodeSpec:
+        """Sample ``sample`` of ``problem``."""
+        return EpisodeSpec(
+            problem=problem,
+            sample=sample,
+            trace_id=trace_id(self.key(problem, sample), self.settings_hash),
+            settings=self.settings,
+            settings_hash=self.settings_hash,
+            system_prompt=self.system_prompt,
+            seed=episode_seed(self.seed, problem.id, sample),
+        )
+
     def specs(self, done: Container[Key]) -> Iterator[EpisodeSpec]:
         """The episodes not in ``done`` (checked as each is taken), in work order."""
         for problem, sample in work_order(self.problems, self.num_samples, self.seed):
-            key = self.key(problem, sample)
-            if key not in done:
-                yield EpisodeSpec(
-                    problem=problem,
-                    sample=sample,
-                    trace_id=trace_id(key, self.settings_hash),
-                    settings=self.settings,
-                    settings_hash=self.settings_hash,
-                    system_prompt=self.system_prompt,
-                    seed=episode_seed(self.seed, problem.id, sample),
-                )
+            if self.key(problem, sample) not in done:
+                yield self.spec(problem, sample)

@@ -95,7 +95,7 @@ def _verdict(solution: Solution, result: ExecResult) -> Verdict:
     )
 
 
-async def _check_answer(solution: Solution, sandbox: CodeRunner) -> ExecResult:
+async def check_answer(solution: Solution, sandbox: CodeRunner) -> ExecResult:
     """A math problem: grade the given answer, or the one the code prints."""
     answer, run = solution.answer, None
     if answer is None and solution.code is not None:
@@ -114,7 +114,7 @@ async def _check_answer(solution: Solution, sandbox: CodeRunner) -> ExecResult:
 async def verify_one(solution: Solution, sandbox: CodeRunner) -> Verdict:
     """Run one solution; a trace without final code is an ``error`` verdict."""
     if solution.problem.kind == "math":
-        result = await _check_answer(solution, sandbox)
+        result = await check_answer(solution, sandbox)
     elif solution.code is None:
         result = ExecResult(status="error", error="the trace has no final code")
     else:

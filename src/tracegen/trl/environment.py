@@ -8,10 +8,12 @@ method is a tool, its schema made from its name, type hints and docstring; ``get
 The tool is the native-tools mode's ``python``: a script runs in tracegen's sandbox and its
 answer is the JSON that mode sends back (status, exit code, stdout, stderr). The reward is
 tracegen's (`tracegen.grading.reward`), on the final program: the last script run that
-defines the problem's entry point (else the last script), run against the problem's tests in
-the sandbox, never in the trainer's process; a math problem's answer is the last line that
-script printed. The sandbox is shared by every instance of the process, on an event loop of
-its own (TRL calls tools from its own threads and loops).
+defines the problem's entry point (else the last script), judged as ``tracegen verify``
+judges it (`tracegen.grading.verdicts`): run afresh against the problem's tests in the
+sandbox, never in the trainer's process, whatever the scripts printed; a math problem's
+answer is the one that program prints when run again. The sandbox is shared by every
+instance of the process, on an event loop of its own (TRL calls tools from its own threads
+and loops).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any, TypeVar
 
 from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
-from tracegen.grading.answers import grade_answer
+from tracegen.grading.answers import extract_final_answer
 from tracegen.grading.reward import rescore
+from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import ExecResult, Metrics, Problem, Trace
@@ -108,7 +111,6 @@ class TracegenEnvironment:
         self._loop = _SandboxLoop.shared()
         self._problem: Problem | None = None
         self._scripts: list[str] = []
-        self._results: list[ExecResult] = []
 
     def reset(self, **row: Any) -> None:
         """Start an episode on the row's problem (its ``problem`` column, as
@@ -120,7 +122,6 @@ class TracegenEnvironment:
             )
         self._problem = Problem.model_validate_json(row[PROBLEM_COLUMN])
         self._scripts = []
-        self._results = []
 
     def python(self, code: str) -> str:
         """Run a Python script in a sandbox and return its status, stdout and stderr.
@@ -134,7 +135,6 @@ class TracegenEnvironment:
             return tool_error_json(f"no executions left: this episode ran all {limit} scripts")
         result = self._loop.run(self._run(code))
         self._scripts.append(code)
-        self._results.append(result)
         return tool_json(result)
 
     async def _run(self, code: str) -> ExecResult:
@@ -143,7 +143,10 @@ class TracegenEnvironment:
 
     async def _judge(self, problem: Problem, code: str) -> ExecResult:
         s = self._settings
-        return await (await self._loop.sandbox(s.sandbox, s.exec_timeout)).run_tests(code, problem)
+        box = await self._loop.sandbox(s.sandbox, s.exec_timeout)
+        if problem.kind == "math":
+            return await check_answer(Solution(0, problem, code, None, None), box)
+        return await box.run_tests(code, problem)
 
     def final_program(self) -> str | None:
         """The last script run that defines the entry point, else the last script run."""
@@ -155,7 +158,7 @@ class TracegenEnvironment:
 
     def get_reward(self) -> float:
         """tracegen's reward of the episode: the final program judged by the problem's tests
-        (a math problem: the last line it printed, as the answer)."""
+        (a math problem: the answer it prints when run again)."""
         if self._problem is None:
             raise RuntimeError("get_reward before reset")
         return self.trace().reward
@@ -166,15 +169,10 @@ class TracegenEnvironment:
         if problem is None:
             raise RuntimeError("trace before reset")
         code = self.final_program()
-        answer: str | None = None
-        verdict: ExecResult | None = None
-        if problem.kind == "math":
-            if self._results:
-                lines = self._results[-1].stdout.strip().splitlines()
-                answer = lines[-1] if lines else None
-            verdict = grade_answer(problem, answer)
-        elif code is not None:
-            verdict = self._loop.run(self._judge(problem, code))
+        verdict = self._loop.run(self._judge(problem, code)) if code is not None else None
+        answer = None
+        if verdict is not None and problem.kind == "math":
+            answer = extract_final_answer(verdict.stdout)
         n = len(self._scripts)
         trace = Trace(
             id=f"trl-{problem.id}",
