@@ -1,10 +1,13 @@
 import contextlib
 import random
 
+import pytest
+
 from tracegen.parsing import (
     ToolCallParseError,
     extract_tool_calls,
     find_tool_call,
+    parse_text_tool_calls,
     parse_tool_call,
     segment,
     strip_system_tags,
@@ -35,3 +38,25 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         for payload in (text, match.payload if match else ""):
             with contextlib.suppress(ToolCallParseError):
                 parse_tool_call(payload)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        ("pythonic", " [a(" * 20_000),  # lists that never close
+        ("llama4_pythonic", " [a(" * 20_000),
+        ("pythonic", " [a(" * 3_000 + ")]" * 3_000),  # lists nested in arguments
+        ("deepseek_v31", "<｜tool▁call▁begin｜>" * 20_000),  # calls without a separator
+    ],
+    ids=["unclosed", "unclosed-llama4", "nested", "deepseek-no-separator"],
+)
+def test_a_hostile_text_is_read_in_linear_time(parser: str, text: str) -> None:
+    _, calls = extract_tool_calls(text, parser=parser)
+    assert calls == []
+
+
+def test_a_list_of_calls_inside_a_broken_call_is_not_read_as_calls() -> None:
+    found = parse_text_tool_calls("[outer(x=[inner(y=1)], z=w)]", "pythonic")
+    assert found.calls == []
+    assert found.failures == ["outer: x is not a literal value"]

@@ -290,7 +290,7 @@ _BAR = "[｜|]"
 _DS_CALLS_BEGIN = re.compile(rf"<{_BAR}tool▁calls▁begin{_BAR}>")
 _DS_CALLS_END = re.compile(rf"<{_BAR}tool▁calls▁end{_BAR}>")
 _DS_CALL = re.compile(
-    rf"<{_BAR}tool▁call▁begin{_BAR}>(?P<head>.*?)<{_BAR}tool▁sep{_BAR}>(?P<body>.*?)"
+    rf"<{_BAR}tool▁call▁begin{_BAR}>(?P<head>[^<]*?)<{_BAR}tool▁sep{_BAR}>(?P<body>.*?)"
     rf"(?:<{_BAR}tool▁call▁end{_BAR}>|(?=<{_BAR}tool▁call▁begin{_BAR}>)|(?=<{_BAR}tool▁calls▁end)|\Z)",
     re.DOTALL,
 )
