@@ -48,8 +48,10 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         ("llama4_pythonic", " [a(" * 20_000),
         ("pythonic", " [a(" * 3_000 + ")]" * 3_000),  # lists nested in arguments
         ("deepseek_v31", "<｜tool▁call▁begin｜>" * 20_000),  # calls without a separator
+        ("llama3_json", '<|python_tag|>{"name": ' * 20_000),  # objects that never close
+        ("glm45", "<tool_call>a" + "<arg_key>" * 20_000 + "</tool_call>"),  # keys never closed
     ],
-    ids=["unclosed", "unclosed-llama4", "nested", "deepseek-no-separator"],
+    ids=["unclosed", "unclosed-llama4", "nested", "deepseek-no-separator", "llama3", "glm45"],
 )
 def test_a_hostile_text_is_read_in_linear_time(parser: str, text: str) -> None:
     _, calls = extract_tool_calls(text, parser=parser)
@@ -60,3 +62,10 @@ def test_a_list_of_calls_inside_a_broken_call_is_not_read_as_calls() -> None:
     found = parse_text_tool_calls("[outer(x=[inner(y=1)], z=w)]", "pythonic")
     assert found.calls == []
     assert found.failures == ["outer: x is not a literal value"]
+
+
+def test_a_glm45_call_whose_argument_cannot_be_read_is_reported_not_made_without_it() -> None:
+    text = "<tool_call>run<arg_key>code<arg_value>print(1)</arg_value></tool_call>"
+    found = parse_text_tool_calls(text, "glm45")
+    assert found.calls == []
+    assert found.failures == ["run: an <arg_key> without its </arg_key> and <arg_value>"]

@@ -83,7 +83,9 @@ def qwen3_coder(text: str, tools: Tools = None) -> TextToolCalls | None:
 # ------------------------------------------------------------------ glm45
 
 _GLM_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.DOTALL)
-_GLM_PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|\Z)", re.DOTALL)
+_GLM_PAIR = re.compile(
+    r"<arg_key>([^<]*)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|\Z)", re.DOTALL
+)
 
 
 def glm45(text: str, tools: Tools = None) -> TextToolCalls | None:
@@ -107,6 +109,9 @@ def glm45(text: str, tools: Tools = None) -> TextToolCalls | None:
         kept.append(text[pos : block.start()])
         pos = block.end()
         pairs = [(m.group(1), m.group(2)) for m in _GLM_PAIR.finditer(body)]
+        if len(pairs) != body.count("<arg_key>"):
+            found.failures.append(f"{name}: an <arg_key> without its </arg_key> and <arg_value>")
+            continue
         arguments = _arguments(name, pairs, tools, found)
         if arguments is not None:
             found.add_arguments(name, arguments)

@@ -16,7 +16,7 @@ import ast
 import re
 from typing import Any
 
-from tracegen.parsing.textcalls import TextToolCalls, Tools
+from tracegen.parsing.textcalls import Closings, TextToolCalls, Tools
 from tracegen.schema import json_value
 
 _PY_START = "<|python_start|>"
@@ -72,7 +72,7 @@ def _read(source: str) -> list[tuple[str, dict[str, Any]]] | None:
 def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
     """Python lists of keyword calls, wherever they stand in the text."""
     found = TextToolCalls(text)
-    closings = _Closings(text)
+    closings = Closings(text, python=True)
     kept, pos = [], 0
     for opening in _OPENING.finditer(text):
         start = opening.start()
@@ -98,7 +98,7 @@ def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 
 def _list_at(
-    text: str, start: int, closings: _Closings
+    text: str, start: int, closings: Closings
 ) -> tuple[int, list[tuple[str, dict[str, Any]]] | str] | None:
     """The list of calls opening at ``start`` and where it ends; a reason instead of the calls
     when it is a list of calls that cannot be read; None when no list of calls opens there."""
@@ -110,56 +110,6 @@ def _list_at(
     except (_NotACall, RecursionError) as e:
         return end, str(e)
     return None if calls is None else (end, calls)
-
-
-class _Closings:
-    """Where the bracket opening at an index closes, Python string literals skipped.
-
-    One scan finds the closing of every bracket it meets outside a string (from there on, a
-    scan started at that bracket would read the same), so text full of brackets that never
-    close is scanned about once, not once per bracket.
-    """
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.known: dict[int, int | None] = {}
-
-    def at(self, start: int) -> int | None:
-        """The index just past the bracket closing the one at ``start``; None if never."""
-        if start not in self.known:
-            self._scan(start)
-        return self.known[start]
-
-    def _scan(self, start: int) -> None:
-        text, known = self.text, self.known
-        opened: list[int] = []
-        quote, i, n = "", start, len(text)
-        while i < n:
-            c = text[i]
-            if quote:
-                if c == "\\":
-                    i += 1
-                elif text.startswith(quote, i):
-                    i += len(quote) - 1
-                    quote = ""
-            elif c in "\"'":
-                quote = c * 3 if text.startswith(c * 3, i) else c
-                i += len(quote) - 1
-            elif c in "([{":
-                if i in known:  # scanned before: its closing is known, skip to it
-                    end = known[i]
-                    if end is None:
-                        break
-                    i = end
-                    continue
-                opened.append(i)
-            elif c in ")]}":
-                known[opened.pop()] = i + 1
-                if not opened:
-                    return
-            i += 1
-        for unclosed in opened:
-            known[unclosed] = None
 
 
 def llama4_pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
