@@ -69,3 +69,22 @@ def test_a_glm45_call_whose_argument_cannot_be_read_is_reported_not_made_without
     found = parse_text_tool_calls(text, "glm45")
     assert found.calls == []
     assert found.failures == ["run: an <arg_key> without its </arg_key> and <arg_value>"]
+
+
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        ("qwen3_coder", "<function=[a( x<parameter='<arg_key>1</parameter></function>"),
+        (
+            "minimax_m2",
+            '<minimax:tool_call><invoke name="run it"></invoke></minimax:tool_call>',
+        ),
+    ],
+    ids=["qwen3_coder", "minimax_m2"],
+)
+def test_markup_whose_function_name_is_not_a_name_is_reported_not_called(
+    parser: str, text: str
+) -> None:
+    found = parse_text_tool_calls(text, parser)
+    assert found.calls == []
+    assert found.failures and "not a function name" in found.failures[0]
