@@ -79,10 +79,11 @@ def test_a_glm45_call_whose_argument_cannot_be_read_is_reported_not_made_without
             "minimax_m2",
             '<minimax:tool_call><invoke name="run it"></invoke></minimax:tool_call>',
         ),
+        ("deepseek_v31", '<｜tool▁call▁begin｜>{"name":<｜tool▁sep｜>{}<｜tool▁call▁end｜>'),
     ],
-    ids=["qwen3_coder", "minimax_m2"],
+    ids=["qwen3_coder", "minimax_m2", "deepseek"],
 )
-def test_markup_whose_function_name_is_not_a_name_is_reported_not_called(
+def test_a_call_whose_function_name_is_not_a_name_is_reported_not_made(
     parser: str, text: str
 ) -> None:
     found = parse_text_tool_calls(text, parser)

@@ -20,6 +20,8 @@ import orjson
 from tracegen.parsing.toolcall import ParsedToolCall, Strategy, ToolCallParseError, parse_tool_call
 from tracegen.schema import ToolCall, ToolFunction, json_value
 
+_NOT_A_NAME = re.compile(r"[\s<>'\"\[\](){}]")
+
 Tools = Sequence[Mapping[str, Any]] | None
 """An OpenAI-style ``tools`` list: ``{"type": "function", "function": {"name", "parameters"}}``."""
 
@@ -34,6 +36,11 @@ class TextToolCalls:
     failures: list[str] = field(default_factory=list)
 
     def add(self, parsed: ParsedToolCall, call_id: str | None = None) -> None:
+        """The call read, unless its name is not a function name (space, quotes, brackets or
+        markup in it: model text that only looks like the format), which is a failure."""
+        if _NOT_A_NAME.search(parsed.name):
+            self.failures.append(f"{parsed.name[:80]!r} is not a function name")
+            return
         function = ToolFunction(name=parsed.name, arguments=parsed.arguments, index=len(self.calls))
         self.calls.append(ToolCall(id=call_id, function=function))
         self.strategies.append(parsed.strategy)
