@@ -159,28 +159,29 @@ def test_a_shard_of_another_plan_is_refused_naming_what_differs(
     assert named in line and "manifest.json" in line
 
 
-@pytest.mark.slow
-def test_merge_refuses_a_shard_made_with_other_settings(cli, workspace, model, tmp_path):
-    run_shards(cli, workspace, model)
-    other = Workspace(
-        tmp_path / "other",
-        workspace.problems,
-        tmp_path / "other/traces.jsonl",
-        tmp_path / "r.jsonl",
-    )
+def other_workspace(workspace: Workspace, tmp_path: Path) -> Workspace:
+    """A workspace beside ``workspace`` on the same problems, for a run of another plan."""
+    home = tmp_path / "other"
+    other = Workspace(home, workspace.problems, home / "traces.jsonl", tmp_path / "r.jsonl")
     other.dir.mkdir()
-    assert cli(shard_args(other, model, 1, "--temperature", "0.1")).exit_code == 0
-    for path in other.dir.glob("traces-00001-of-00003.jsonl*"):
-        shutil.copy(path, workspace.dir / path.name)
-    result = cli(merge_args(workspace))
-    assert result.exit_code == 2
-    (line,) = result.stderr.strip().splitlines()
-    assert "traces-00001-of-00003.jsonl.done: shard 1/3 of another plan (settings hash" in line
+    return other
 
 
 def copy_shard(source: Workspace, index: int, into: Workspace) -> None:
     for path in source.dir.glob(f"traces-{index:05d}-of-{N:05d}.jsonl*"):
         shutil.copy(path, into.dir / path.name)
+
+
+@pytest.mark.slow
+def test_merge_refuses_a_shard_made_with_other_settings(cli, workspace, model, tmp_path):
+    run_shards(cli, workspace, model)
+    other = other_workspace(workspace, tmp_path)
+    assert cli(shard_args(other, model, 1, "--temperature", "0.1")).exit_code == 0
+    copy_shard(other, 1, workspace)
+    result = cli(merge_args(workspace))
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "traces-00001-of-00003.jsonl.done: shard 1/3 of another plan (settings hash" in line
 
 
 @pytest.mark.slow
@@ -195,13 +196,7 @@ def test_merge_and_status_refuse_a_finished_shard_of_another_plan_naming_what_di
     cli, workspace, model, tmp_path, extra, named
 ):
     run_shards(cli, workspace, model)
-    other = Workspace(
-        tmp_path / "other",
-        workspace.problems,
-        tmp_path / "other/traces.jsonl",
-        tmp_path / "r.jsonl",
-    )
-    other.dir.mkdir()
+    other = other_workspace(workspace, tmp_path)
     assert cli(shard_args(other, model, 2, *extra)).exit_code == 0
     copy_shard(other, 2, workspace)
     for command in (merge_args(workspace), ["status", str(workspace.out)]):

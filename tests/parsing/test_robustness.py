@@ -1,10 +1,13 @@
 import contextlib
 import random
 
+import pytest
+
 from tracegen.parsing import (
     ToolCallParseError,
     extract_tool_calls,
     find_tool_call,
+    parse_text_tool_calls,
     parse_tool_call,
     segment,
     strip_system_tags,
@@ -35,3 +38,54 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         for payload in (text, match.payload if match else ""):
             with contextlib.suppress(ToolCallParseError):
                 parse_tool_call(payload)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        ("pythonic", " [a(" * 20_000),  # lists that never close
+        ("llama4_pythonic", " [a(" * 20_000),
+        ("pythonic", " [a(" * 3_000 + ")]" * 3_000),  # lists nested in arguments
+        ("deepseek_v31", "<｜tool▁call▁begin｜>" * 20_000),  # calls without a separator
+        ("llama3_json", '<|python_tag|>{"name": ' * 20_000),  # objects that never close
+        ("glm45", "<tool_call>a" + "<arg_key>" * 20_000 + "</tool_call>"),  # keys never closed
+    ],
+    ids=["unclosed", "unclosed-llama4", "nested", "deepseek-no-separator", "llama3", "glm45"],
+)
+def test_a_hostile_text_is_read_in_linear_time(parser: str, text: str) -> None:
+    _, calls = extract_tool_calls(text, parser=parser)
+    assert calls == []
+
+
+def test_a_list_of_calls_inside_a_broken_call_is_not_read_as_calls() -> None:
+    found = parse_text_tool_calls("[outer(x=[inner(y=1)], z=w)]", "pythonic")
+    assert found.calls == []
+    assert found.failures == ["outer: x is not a literal value"]
+
+
+def test_a_glm45_call_whose_argument_cannot_be_read_is_reported_not_made_without_it() -> None:
+    text = "<tool_call>run<arg_key>code<arg_value>print(1)</arg_value></tool_call>"
+    found = parse_text_tool_calls(text, "glm45")
+    assert found.calls == []
+    assert found.failures == ["run: an <arg_key> without its </arg_key> and <arg_value>"]
+
+
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        ("qwen3_coder", "<function=[a( x<parameter='<arg_key>1</parameter></function>"),
+        (
+            "minimax_m2",
+            '<minimax:tool_call><invoke name="run it"></invoke></minimax:tool_call>',
+        ),
+        ("deepseek_v31", '<｜tool▁call▁begin｜>{"name":<｜tool▁sep｜>{}<｜tool▁call▁end｜>'),
+    ],
+    ids=["qwen3_coder", "minimax_m2", "deepseek"],
+)
+def test_a_call_whose_function_name_is_not_a_name_is_reported_not_made(
+    parser: str, text: str
+) -> None:
+    found = parse_text_tool_calls(text, parser)
+    assert found.calls == []
+    assert found.failures and "not a function name" in found.failures[0]

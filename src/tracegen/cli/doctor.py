@@ -3,14 +3,9 @@ sandbox."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
-from typing import Any
-
-import typer
 
 from tracegen.cli.app import settings_command
-from tracegen.cli.options import ConfigOpt
 
 SUMMARY = (
     "Check the server (or the embedded model), the model, logprobs, token ids, continuation "
@@ -21,20 +16,12 @@ SETTINGS = ("hosts", "backend", "model", "chat_template", "sandbox", "tool_parse
 
 @settings_command("doctor", SUMMARY)
 def build() -> Callable[..., None]:
-    from tracegen.cli.settings_options import parameters
+    from tracegen.cli.settings_options import run_settings_command
     from tracegen.config import RunSettings
 
-    def doctor(**flags: Any) -> None:
-        from tracegen.config import load_settings
+    def doctor(settings: RunSettings) -> int:
         from tracegen.generate.doctor import doctor_command
 
-        config_file = flags.pop("config")
-        settings = load_settings(RunSettings, flags, config_file=config_file)
-        raise typer.Exit(doctor_command(settings))
+        return doctor_command(settings)
 
-    config = inspect.Parameter(
-        "config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigOpt
-    )
-    doctor.__signature__ = inspect.Signature([*parameters(RunSettings, SETTINGS), config])  # type: ignore[attr-defined]
-    doctor.__doc__ = SUMMARY
-    return doctor
+    return run_settings_command(SUMMARY, doctor, SETTINGS)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Annotated
 
@@ -16,8 +15,7 @@ SUMMARY = "List a problem set: id, entry point, number of tests."
 
 @settings_command("problems", SUMMARY)
 def build() -> Callable[..., None]:
-    from tracegen.cli.settings_options import parameters
-    from tracegen.config import RunSettings
+    from tracegen.cli.settings_options import with_run_options
 
     def problems(
         source: Annotated[
@@ -33,13 +31,5 @@ def build() -> Callable[..., None]:
 
         problems_command(source=source, limit=limit, problem_ids=problem_ids, json_out=json_out)
 
-    own = {
-        n: p.replace(kind=p.KEYWORD_ONLY)
-        for n, p in inspect.signature(problems, eval_str=True).parameters.items()
-    }
-    settings = parameters(RunSettings, ("limit", "problem_ids"), env=False)
-    problems.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [own["source"], *settings, own["json_out"]]
-    )
-    problems.__doc__ = SUMMARY
+    with_run_options(problems, SUMMARY, ("limit", "problem_ids"))
     return problems

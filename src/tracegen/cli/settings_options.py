@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,7 +16,14 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from tracegen.config import ENV_PREFIX, GENERATION_PANEL, RUN_PANEL, GenerationSettings
+from tracegen.cli.options import ConfigOpt
+from tracegen.config import (
+    ENV_PREFIX,
+    GENERATION_PANEL,
+    RUN_PANEL,
+    GenerationSettings,
+    RunSettings,
+)
 
 
 def presentation(name: str, field: FieldInfo) -> dict[str, Any]:
@@ -72,3 +79,35 @@ def parameters(
             )
         )
     return out
+
+
+def run_settings_command(
+    summary: str, act: Callable[[RunSettings], int], names: Iterable[str] | None = None
+) -> Callable[..., None]:
+    """A command taking the settings ``names`` of `RunSettings` (all when None) and
+    ``--config``, that exits with what ``act`` returns for the settings they make."""
+
+    def command(**flags: Any) -> None:
+        from tracegen.config import load_settings  # looked up when run: tests replace it
+
+        config_file = flags.pop("config")
+        raise typer.Exit(act(load_settings(RunSettings, flags, config_file=config_file)))
+
+    config = inspect.Parameter(
+        "config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigOpt
+    )
+    command.__signature__ = inspect.Signature([*parameters(RunSettings, names), config])  # type: ignore[attr-defined]
+    command.__doc__ = summary
+    return command
+
+
+def with_run_options(command: Callable[..., None], summary: str, names: Iterable[str]) -> None:
+    """Give ``command`` the options of the settings ``names`` of `RunSettings` in place of its
+    own parameters of those names (flags only: no environment variable or config file)."""
+    names = list(names)
+    settings = dict(zip(names, parameters(RunSettings, names, env=False), strict=True))
+    own = inspect.signature(command, eval_str=True).parameters.values()
+    command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [settings.get(p.name) or p.replace(kind=p.KEYWORD_ONLY) for p in own]
+    )
+    command.__doc__ = summary

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -16,8 +15,7 @@ SUMMARY = "Run solutions against their problems' tests in the sandbox."
 
 @settings_command("verify", SUMMARY)
 def build() -> Callable[..., None]:
-    from tracegen.cli.settings_options import parameters
-    from tracegen.config import RunSettings
+    from tracegen.cli.settings_options import with_run_options
 
     def verify(
         solutions: Annotated[Path, typer.Argument(help="JSONL of {problem_id, code}, or traces.")],
@@ -40,13 +38,5 @@ def build() -> Callable[..., None]:
             sandbox=sandbox or "auto",
         )
 
-    own = {
-        n: p.replace(kind=p.KEYWORD_ONLY)
-        for n, p in inspect.signature(verify, eval_str=True).parameters.items()
-    }
-    settings = parameters(RunSettings, ("problems", "sandbox"), env=False)
-    verify.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [own["solutions"], *settings, own["output"], own["json_out"]]
-    )
-    verify.__doc__ = SUMMARY
+    with_run_options(verify, SUMMARY, ("problems", "sandbox"))
     return verify

@@ -27,9 +27,11 @@ SGLang ``python/sglang/srt/function_call/*_detector.py``.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from tracegen.parsing.textcalls import (
+    Closings,
     TextToolCalls,
     Tools,
     balanced_end,
@@ -113,13 +115,16 @@ def llama3_json(text: str, tools: Tools = None) -> TextToolCalls | None:
     pos = at = tag + len(_LLAMA_TAG) if tag >= 0 else 0
     if tag >= 0:
         kept.append(body[:tag])
+    closings = Closings(body)
+    arguments_at = [m.start() for m in _LLAMA_ARGS.finditer(body)]
     while (opening := _LLAMA_OPEN.search(body, at)) is not None:
         start = opening.start()
-        end = balanced_end(body, start) or len(body)
-        span = body[start:end]
-        if not _LLAMA_ARGS.search(span):
+        end = closings.at(start) or len(body)
+        first = bisect.bisect_left(arguments_at, start)
+        if first == len(arguments_at) or arguments_at[first] >= end:  # no arguments: not a call
             at = opening.end()
             continue
+        span = body[start:end]
         kept.append(body[pos:start])
         if span.startswith("["):
             read_call_list(span, found)
@@ -290,7 +295,7 @@ _BAR = "[｜|]"
 _DS_CALLS_BEGIN = re.compile(rf"<{_BAR}tool▁calls▁begin{_BAR}>")
 _DS_CALLS_END = re.compile(rf"<{_BAR}tool▁calls▁end{_BAR}>")
 _DS_CALL = re.compile(
-    rf"<{_BAR}tool▁call▁begin{_BAR}>(?P<head>.*?)<{_BAR}tool▁sep{_BAR}>(?P<body>.*?)"
+    rf"<{_BAR}tool▁call▁begin{_BAR}>(?P<head>[^<]*?)<{_BAR}tool▁sep{_BAR}>(?P<body>.*?)"
     rf"(?:<{_BAR}tool▁call▁end{_BAR}>|(?=<{_BAR}tool▁call▁begin{_BAR}>)|(?=<{_BAR}tool▁calls▁end)|\Z)",
     re.DOTALL,
 )

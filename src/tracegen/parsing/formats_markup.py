@@ -27,18 +27,18 @@ def _trim_newline(value: str) -> str:
     return value.removesuffix("\n").removesuffix("\r")
 
 
-def _arguments(
-    name: str, pairs: list[tuple[str, str]], tools: Tools, found: TextToolCalls
-) -> dict[str, Any] | None:
+def _add_call(name: str, pairs: list[tuple[str, str]], tools: Tools, found: TextToolCalls) -> None:
+    """The call ``name`` with its ``(key, value as written)`` parameters, typed by ``tools``,
+    added to ``found``; a parameter without a name fails the call."""
     types = parameter_types(tools).get(name, {})
     arguments: dict[str, Any] = {}
     for key, raw in pairs:
         key = key.strip()
         if not key:
             found.failures.append(f"{name}: a parameter without a name")
-            return None
+            return
         arguments[key] = parameter_value(raw, types.get(key))
-    return arguments
+    found.add_arguments(name, arguments)
 
 
 # ------------------------------------------------------------------ qwen3_coder
@@ -73,9 +73,7 @@ def qwen3_coder(text: str, tools: Tools = None) -> TextToolCalls | None:
             for parameter in _QWEN_PARAMETER.finditer(rest):
                 key, _, value = parameter.group(1).partition(">")
                 pairs.append((key, _trim_newline(value)))
-            arguments = _arguments(name, pairs, tools, found)
-            if arguments is not None:
-                found.add_arguments(name, arguments)
+            _add_call(name, pairs, tools, found)
     kept.append(text[pos:])
     return found.finish("".join(kept))
 
@@ -83,7 +81,9 @@ def qwen3_coder(text: str, tools: Tools = None) -> TextToolCalls | None:
 # ------------------------------------------------------------------ glm45
 
 _GLM_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.DOTALL)
-_GLM_PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|\Z)", re.DOTALL)
+_GLM_PAIR = re.compile(
+    r"<arg_key>([^<]*)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|\Z)", re.DOTALL
+)
 
 
 def glm45(text: str, tools: Tools = None) -> TextToolCalls | None:
@@ -107,9 +107,10 @@ def glm45(text: str, tools: Tools = None) -> TextToolCalls | None:
         kept.append(text[pos : block.start()])
         pos = block.end()
         pairs = [(m.group(1), m.group(2)) for m in _GLM_PAIR.finditer(body)]
-        arguments = _arguments(name, pairs, tools, found)
-        if arguments is not None:
-            found.add_arguments(name, arguments)
+        if len(pairs) != body.count("<arg_key>"):
+            found.failures.append(f"{name}: an <arg_key> without its </arg_key> and <arg_value>")
+            continue
+        _add_call(name, pairs, tools, found)
     kept.append(text[pos:])
     return found.finish("".join(kept))
 
@@ -144,8 +145,6 @@ def minimax_m2(text: str, tools: Tools = None) -> TextToolCalls | None:
                 (m.group(1), _trim_newline(m.group(2).strip(" \t")))
                 for m in _M2_PARAMETER.finditer(invoke.group(2))
             ]
-            arguments = _arguments(name, pairs, tools, found)
-            if arguments is not None:
-                found.add_arguments(name, arguments)
+            _add_call(name, pairs, tools, found)
     kept.append(text[pos:])
     return found.finish("".join(kept))

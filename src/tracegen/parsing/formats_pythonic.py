@@ -16,7 +16,7 @@ import ast
 import re
 from typing import Any
 
-from tracegen.parsing.textcalls import TextToolCalls, Tools
+from tracegen.parsing.textcalls import Closings, TextToolCalls, Tools
 from tracegen.schema import json_value
 
 _PY_START = "<|python_start|>"
@@ -72,18 +72,20 @@ def _read(source: str) -> list[tuple[str, dict[str, Any]]] | None:
 def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
     """Python lists of keyword calls, wherever they stand in the text."""
     found = TextToolCalls(text)
+    closings = Closings(text, python=True)
     kept, pos = [], 0
     for opening in _OPENING.finditer(text):
         start = opening.start()
         if start < pos or (start > 0 and text[start - 1] not in " \t\r\n:>"):
             continue
-        read = _list_at(text, start)
+        read = _list_at(text, start, closings)
         if read is None:
             continue
         end, calls = read
         if isinstance(calls, str):
             if not text[end:].strip():  # a list ending the message was meant as the calls
                 found.failures.append(calls)
+            pos = end  # a list inside a call that cannot be read is one of its arguments
             continue
         kept.append(text[pos:start])
         pos = end
@@ -95,10 +97,12 @@ def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
     return found.finish("".join(kept))
 
 
-def _list_at(text: str, start: int) -> tuple[int, list[tuple[str, dict[str, Any]]] | str] | None:
+def _list_at(
+    text: str, start: int, closings: Closings
+) -> tuple[int, list[tuple[str, dict[str, Any]]] | str] | None:
     """The list of calls opening at ``start`` and where it ends; a reason instead of the calls
     when it is a list of calls that cannot be read; None when no list of calls opens there."""
-    end = _closing_bracket(text, start)
+    end = closings.at(start)
     if end is None:
         return None
     try:
@@ -106,31 +110,6 @@ def _list_at(text: str, start: int) -> tuple[int, list[tuple[str, dict[str, Any]
     except (_NotACall, RecursionError) as e:
         return end, str(e)
     return None if calls is None else (end, calls)
-
-
-def _closing_bracket(text: str, start: int) -> int | None:
-    """The index just past the bracket closing the one at ``start``, Python string literals
-    skipped; None when it is never closed."""
-    depth, quote, i, n = 0, "", start, len(text)
-    while i < n:
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif text.startswith(quote, i):
-                i += len(quote) - 1
-                quote = ""
-        elif c in "\"'":
-            quote = c * 3 if text.startswith(c * 3, i) else c
-            i += len(quote) - 1
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
 
 
 def llama4_pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:

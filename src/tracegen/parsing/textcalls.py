@@ -20,6 +20,8 @@ import orjson
 from tracegen.parsing.toolcall import ParsedToolCall, Strategy, ToolCallParseError, parse_tool_call
 from tracegen.schema import ToolCall, ToolFunction, json_value
 
+_NOT_A_NAME = re.compile(r"[\s<>'\"\[\](){}]")
+
 Tools = Sequence[Mapping[str, Any]] | None
 """An OpenAI-style ``tools`` list: ``{"type": "function", "function": {"name", "parameters"}}``."""
 
@@ -34,6 +36,11 @@ class TextToolCalls:
     failures: list[str] = field(default_factory=list)
 
     def add(self, parsed: ParsedToolCall, call_id: str | None = None) -> None:
+        """The call read, unless its name is not a function name (space, quotes, brackets or
+        markup in it: model text that only looks like the format), which is a failure."""
+        if _NOT_A_NAME.search(parsed.name):
+            self.failures.append(f"{parsed.name[:80]!r} is not a function name")
+            return
         function = ToolFunction(name=parsed.name, arguments=parsed.arguments, index=len(self.calls))
         self.calls.append(ToolCall(id=call_id, function=function))
         self.strategies.append(parsed.strategy)
@@ -86,32 +93,66 @@ def read_named_call(
         found.failures.append(f"{name}: {e}")
 
 
-def balanced_end(text: str, start: int) -> int | None:
-    """The index just past the JSON object or array opening at ``start``; None if unclosed.
+class Closings:
+    """Where each bracket of ``text`` closes, brackets inside string literals skipped.
 
-    Double-quoted strings (with their escapes) are skipped, so brackets inside them do not
-    count.
+    JSON by default: ``{}`` and ``[]``, double-quoted strings. ``python=True``: ``()`` too, and
+    Python's strings (single, double, triple quotes). One scan records the closing of every
+    bracket it meets outside a string (a scan started at that bracket would read the same from
+    there on), so text full of brackets that never close is scanned about once, not once per
+    bracket.
     """
-    depth = 0
-    in_string = False
-    i, n = start, len(text)
-    while i < n:
-        c = text[i]
-        if in_string:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
+
+    def __init__(self, text: str, *, python: bool = False) -> None:
+        self.text = text
+        self.python = python
+        self.opening, self.closing = ("([{", ")]}") if python else ("[{", "]}")
+        self.quotes = "\"'" if python else '"'
+        self.known: dict[int, int | None] = {}
+
+    def at(self, start: int) -> int | None:
+        """The index just past the bracket closing the one at ``start``; None if never."""
+        if start not in self.known:
+            self._scan(start)
+        return self.known.get(start)
+
+    def _scan(self, start: int) -> None:
+        text, known = self.text, self.known
+        opened: list[int] = []
+        quote, i, n = "", start, len(text)
+        while i < n:
+            c = text[i]
+            if quote:
+                if c == "\\":
+                    i += 1
+                elif text.startswith(quote, i):
+                    i += len(quote) - 1
+                    quote = ""
+            elif c in self.quotes:
+                quote = c * 3 if self.python and text.startswith(c * 3, i) else c
+                i += len(quote) - 1
+            elif c in self.opening:
+                if i in known:  # scanned before: skip to where it closes
+                    end = known[i]
+                    if end is None:
+                        break
+                    i = end
+                    continue
+                opened.append(i)
+            elif c in self.closing:
+                if not opened:
+                    return
+                known[opened.pop()] = i + 1
+                if not opened:
+                    return
+            i += 1
+        for unclosed in opened:
+            known[unclosed] = None
+
+
+def balanced_end(text: str, start: int) -> int | None:
+    """The index just past the JSON object or array opening at ``start``; None if unclosed."""
+    return Closings(text).at(start)
 
 
 def json_span(text: str, start: int) -> str:
