@@ -24,6 +24,7 @@ from tracegen.grading.verdicts import Solution, Verdict, check_solutions, iter_s
 from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.sandbox.base import IsolationChoice
+from tracegen.terminal import console, json_bytes, printable
 
 IN_FLIGHT = 4
 """Solutions started per sandbox worker before the oldest one's verdict is awaited."""
@@ -71,6 +72,7 @@ def _detail(verdict: Verdict) -> str:
 
 
 def _fit(text: str, width: int) -> str:
+    text = printable(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -139,7 +141,7 @@ def verify_command(
         raise ConfigError(f"--sandbox must be auto, bwrap, builtin or rlimit, not {sandbox!r}")
     by_id = {p.id: p for p in load_problems(problems)}
     check_solutions(solutions, by_id, problems)
-    stdout, stderr = Console(), Console(stderr=True, highlight=False)
+    stdout, stderr = console(), console(stderr=True, highlight=False)
 
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
@@ -157,7 +159,7 @@ def verify_command(
         if rows is not None:
             rows.add(verdict)
         else:
-            sys.stdout.buffer.write(dumps(verdict))
+            sys.stdout.buffer.write(json_bytes(dumps(verdict)))
             sys.stdout.buffer.flush()
 
     todo = iter_solutions(solutions, by_id, problems)
@@ -167,4 +169,4 @@ def verify_command(
         if writer is not None:
             writer.close()
     if rows is not None:
-        stdout.print(tally.summary())
+        stdout.print(tally.summary(), markup=False)
