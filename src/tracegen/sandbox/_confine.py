@@ -392,8 +392,11 @@ class Confinement:
             rules += [_PathBeneath(access & _FILE_ONLY & fs, fd) for fd, access in files]
             self._own = _PathBeneath(fs, -1)
             self._proc = _PathBeneath(READ_ONLY & fs, -1)
-            own = [self._own, self._proc] if fs else []
-            self._rules = [ctypes.byref(rule) for rule in [*rules, *own]]
+            self._shm = _PathBeneath(fs, -1)
+            self._rules = [ctypes.byref(rule) for rule in rules]
+            self._owned = [
+                (rule, ctypes.byref(rule)) for rule in (self._own, self._proc, self._shm)
+            ]
             self._keep += [buffer, rules]
             self._add = ctypes.c_long(_SYS_LANDLOCK_ADD_RULE)
             self._restrict = ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF)
@@ -424,11 +427,12 @@ class Confinement:
             handled |= _FS_IOCTL_DEV
         return handled
 
-    def apply(self, own_dir_fd: int = -1, proc_fd: int = -1) -> None:
+    def apply(self, own_dir_fd: int = -1, proc_fd: int = -1, shm_fd: int = -1) -> None:
         """Confine the calling (single-threaded) process and its future children.
 
         ``own_dir_fd`` and ``proc_fd`` (``O_PATH``) are the directory it may write in and
-        its ``/proc/PID`` entry; only system calls happen here. Raises `ConfineError`.
+        its ``/proc/PID`` entry, ``shm_fd`` a ``/dev/shm`` of its own it may write in too;
+        only system calls happen here. Raises `ConfineError`.
         """
         if self.drop_caps:
             _check(self._capset(*self._caps), "capset")
@@ -436,8 +440,12 @@ class Confinement:
         if self.landlock:
             ruleset = _check(self._syscall(*self._create), "landlock_create_ruleset")
             try:
-                self._own.parent_fd, self._proc.parent_fd = own_dir_fd, proc_fd
-                rules = self._rules if proc_fd >= 0 or not self.paths else self._rules[:-2]
+                rules = self._rules
+                if self.paths:
+                    fds = (own_dir_fd, proc_fd, shm_fd)
+                    for (rule, _), fd in zip(self._owned, fds, strict=True):
+                        rule.parent_fd = fd
+                    rules = [*rules, *(ref for rule, ref in self._owned if rule.parent_fd >= 0)]
                 for rule in rules:
                     _check(
                         self._syscall(self._add, ruleset, self._beneath, rule, self._zero),

@@ -721,9 +721,17 @@ class Zygote:
         if self.confinement.paths:
             own = os.open(workdir, os.O_PATH | os.O_CLOEXEC)
             proc = os.open("/proc/self", os.O_PATH | os.O_CLOEXEC)
-            self.confinement.apply(own, proc)
+            # A /dev/shm of its own (POSIX semaphores, shared memory) it may write in too.
+            shm = (
+                os.open("/dev/shm", os.O_PATH | os.O_CLOEXEC)
+                if self.own_mounts and not judge
+                else -1
+            )
+            self.confinement.apply(own, proc, shm)
             os.close(own)
             os.close(proc)
+            if shm >= 0:
+                os.close(shm)
         else:
             self.confinement.apply()
         for fd in self.confined_fds:

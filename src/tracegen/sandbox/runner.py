@@ -595,7 +595,7 @@ class Sandbox:
                 await asyncio.wait_for(asyncio.gather(*eofs), _CLEANUP_TIMEOUT_S)
         except TimeoutError:
             zygote.kill(run_id)
-            if not done_future.done():  # the zygote itself no longer answers
+            if done_future.cancelled():  # the zygote itself no longer answers
                 zygote.stalled()
             raise _WorkerDied from None
         finally:
