@@ -26,6 +26,7 @@ from tests.support import shared_state as s
 from tests.support.forgeries import SQUARE
 from tests.support.siblings import HOSTILE, LIMITS, RIGHT
 from tracegen.sandbox import Sandbox
+atime_before = s.stale_atime()  # as root: a file nobody may not touch
 """
 SCRIPT = r"""
 
@@ -45,6 +46,9 @@ async def main():
         out["probes"] = json.loads(r.stdout) if r.status == "ok" else r.error
         r = await sandbox.run_code(s.ORDINARY)
         out["ordinary"] = json.loads(r.stdout) if r.status == "ok" else r.error
+        r = await sandbox.run_code(s.ATIME)
+        read_only = json.loads(r.stdout) if r.status == "ok" else r.error
+        out["atime"] = [read_only, s.FILES[1].stat().st_atime == atime_before]
         s.evict()
         samples = []
         for _ in range(s.SAMPLES):
@@ -83,3 +87,8 @@ def test_sqlite_tempfile_and_locks_on_its_own_files_work(isolation: str) -> None
 @pytest.mark.parametrize("isolation", ISOLATED)
 def test_identical_answer_free_samples_never_pass(isolation: str) -> None:
     assert run_as_nobody(isolation)["samples"] == ["failed"] * s.SAMPLES
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+def test_reading_a_host_file_writes_no_access_time(isolation: str) -> None:
+    assert run_as_nobody(isolation)["atime"] == [[True, True], True]
