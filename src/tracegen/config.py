@@ -147,12 +147,6 @@ class GenerationSettings(BaseModel):
         description="native-tools: format of tool calls written as text: auto (the default: "
         "from the chat template or the model's name) or a family (docs: Modes, Tool calls).",
     )
-    tool_parser_chosen: str | None = Field(
-        default=None,
-        description="The family --tool-parser auto chose for this run; not hashed: it follows "
-        "from the model and its template.",
-        json_schema_extra=NO_CLI,
-    )
     exec_timeout: float = Field(
         default=10.0,
         ge=MIN_SECONDS,
@@ -174,27 +168,30 @@ class GenerationSettings(BaseModel):
         json_schema_extra=cli(panel=MODEL_PANEL),
     )
 
-    def record(self, prompt_text: str) -> dict[str, Any]:
+    def record(self, prompt_text: str, *, constrained: bool = False) -> dict[str, Any]:
         """These settings and the hash of the system prompt actually used, as the run's state
-        file records them: exactly what `digest` hashes. Settings added later are left out
-        while they have no effect (unconstrained decoding, the model's own template), so
-        files made before them resume."""
+        file records them: exactly what `digest` hashes; ``constrained``: whether the run
+        decided to constrain decoding (`tracegen.episode.spec.Choices`). Settings added later
+        are left out while they have no effect (unconstrained decoding, the model's own
+        template), so files made before them resume."""
         data = self.model_dump(mode="json", exclude={"prompts_dir"})
-        if data["constrain"] != "on":
+        if constrained or data["constrain"] == "on":
+            data["constrain"] = "on"
+        else:
             del data["constrain"]
         if data["chat_template"] is None:
             del data["chat_template"]
         if data["logprobs"] == "raw":
             del data["logprobs"]
-        del data["tool_parser_chosen"]
         if data["tool_parser"] == "auto":
             data["tool_parser"] = None
         data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
         return data
 
-    def digest(self, prompt_text: str) -> str:
+    def digest(self, prompt_text: str, *, constrained: bool = False) -> str:
         """A short hash of these settings and the system prompt actually used."""
-        data = orjson.dumps(self.record(prompt_text), option=orjson.OPT_SORT_KEYS)
+        record = self.record(prompt_text, constrained=constrained)
+        data = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(data).hexdigest()[:16]
 
 

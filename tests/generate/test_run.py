@@ -262,17 +262,15 @@ def test_auto_reads_the_embedded_models_chat_template_and_the_hash_ignores_its_c
     from types import SimpleNamespace
 
     from tracegen.config import RunSettings
-    from tracegen.generate.command import with_tool_parser
+    from tracegen.generate.setup import tool_parser
 
     template = "{{- '<|im_system|>tool_declare<|im_middle|>' -}}"  # Kimi-K2's (llama.cpp's copy)
     local = SimpleNamespace(
         local=SimpleNamespace(template=None, info=SimpleNamespace(chat_template=template))
     )
-    said: list[str] = []
     settings = RunSettings(model="model.gguf", mode="native-tools")
-    chosen = with_tool_parser(settings, local, said.append)  # type: ignore[arg-type]
-    assert chosen.tool_parser_chosen == "kimi_k2"
-    assert said == ["tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"]
-    assert chosen.generation().digest("p") == settings.generation().digest("p")
+    chosen, said = tool_parser(settings, local)  # type: ignore[arg-type]
+    assert chosen == "kimi_k2"
+    assert said == "tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"
     explicit = settings.model_copy(update={"tool_parser": "auto"})
     assert explicit.generation().digest("p") == settings.generation().digest("p")
