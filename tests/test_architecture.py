@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "jsonl": 0,
     "config": 0,
     "data": 0,
+    "terminal": 0,
     "parsing": 1,
     "grading": 1,
     "sandbox": 1,
@@ -32,6 +33,9 @@ LAYERS: dict[str, int] = {
     "cli": 5,
     "atropos": 5,
     "trl": 5,
+    "openenv": 5,
+    "verifiers_env": 5,
+    "nemo_gym": 5,
     "__init__": 0,
     "__main__": 6,
 }
@@ -148,9 +152,10 @@ def test_every_entry_point_starts_from_the_run_setup() -> None:
     """The run command and the RL environments decide a run with `prepare` (one `RunSetup`),
     and run episodes on an `EpisodeWorker`."""
     graph = _module_graph()
-    for entry in ("tracegen.generate.run", "tracegen.atropos.env"):
+    for entry in ("tracegen.generate.run", "tracegen.atropos.env", "tracegen.generate.handoff"):
         assert "tracegen.generate.setup" in graph[entry], entry
     for entry in (
+        "tracegen.generate.handoff",
         "tracegen.generate.local_executor",
         "tracegen.generate.ray_executor",
         "tracegen.atropos.env",

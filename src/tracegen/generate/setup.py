@@ -100,21 +100,40 @@ def tool_parser(settings: RunSettings, local: LocalBackend | None) -> tuple[str 
     return choice.parser, f"tool parser: {choice.describe()}"
 
 
+def _problems(settings: RunSettings) -> Sequence[Problem]:
+    """The problems ``settings`` name, once their mode and its prompt are known: each a
+    mistake refused before any server is asked."""
+    get_mode(settings.mode)
+    load_prompt(settings.mode, settings.prompts_dir)
+    return load_problems(settings.problems, limit=settings.limit, problem_ids=settings.problem_ids)
+
+
 async def prepare(
     settings: RunSettings, say: Say = lambda _: None, *, in_process: bool = True
 ) -> RunSetup:
     """Decide the run ``settings`` describe; each decision is said once through ``say``.
 
     Refused before any server is asked: an unknown mode, a missing prompt, unreadable
-    problems. ``in_process``: whether episodes run in this process, where the embedded model
-    can serve them.
+    problems. Then ``--backend auto`` finds out whether the embedded model runs
+    (`tracegen.llm.factory.choose_backend`), and `decide` does the rest. ``in_process``:
+    whether episodes run in this process, where the embedded model can serve them.
     """
-    get_mode(settings.mode)
-    load_prompt(settings.mode, settings.prompts_dir)
-    problems = load_problems(
-        settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
-    )
+    problems = _problems(settings)
     settings = await choose_backend(settings, say)
+    return decide(settings, say, in_process=in_process, problems=problems)
+
+
+def decide(
+    settings: RunSettings,
+    say: Say = lambda _: None,
+    *,
+    in_process: bool = True,
+    problems: Sequence[Problem] | None = None,
+) -> RunSetup:
+    """The run of ``settings`` whose backend needs no finding out (a kind named, or a policy
+    sampled outside tracegen): `prepare` without asking any server."""
+    if problems is None:
+        problems = _problems(settings)
     said: str | None = None
     if starts_small(settings):
         update, said = first_run(settings)

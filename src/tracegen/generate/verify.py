@@ -10,8 +10,10 @@ from collections.abc import Callable, Iterator
 
 from tracegen.config import RunSettings
 from tracegen.generate.worker import EpisodeWorker
+from tracegen.grading.programs import JudgeOptions, ProgramJudge
 from tracegen.grading.verdicts import Solution, Verdict, verify_one
 from tracegen.sandbox import SandboxLimits
+from tracegen.sandbox.programs import Programs
 
 IN_FLIGHT = 4
 """Solutions started per sandbox worker before the oldest one's verdict is awaited."""
@@ -22,6 +24,7 @@ async def verify_stream(
     isolation: str,
     warn: Callable[[str], None],
     emit: Callable[[Verdict], None],
+    options: JudgeOptions | None = None,
 ) -> None:
     """Run ``solutions``, a bounded number at a time; ``emit`` each verdict in file order."""
     settings = RunSettings.model_validate({"sandbox": isolation})
@@ -29,11 +32,12 @@ async def verify_stream(
         if worker.warning:
             warn(worker.warning)
         sandbox = worker.sandbox
+        judge = ProgramJudge(Programs(sandbox), options)
         window = IN_FLIGHT * sandbox.concurrency
         pending: deque[asyncio.Task[Verdict]] = deque()
         try:
             for solution in solutions:
-                pending.append(asyncio.create_task(verify_one(solution, sandbox)))
+                pending.append(asyncio.create_task(verify_one(solution, sandbox, judge)))
                 if len(pending) >= window:
                     emit(await pending.popleft())
             while pending:

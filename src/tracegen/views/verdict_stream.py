@@ -21,10 +21,12 @@ from rich.text import Text
 
 from tracegen.errors import ConfigError, OutputError
 from tracegen.generate.verify import verify_stream
+from tracegen.grading.programs import JudgeOptions
 from tracegen.grading.verdicts import Verdict, check_solutions, iter_solutions
 from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.sandbox.base import IsolationChoice
+from tracegen.terminal import console, json_bytes, printable
 
 _ID_WIDTH = 40
 _DETAIL_WIDTH = 60
@@ -43,6 +45,7 @@ def _detail(verdict: Verdict) -> str:
 
 
 def _fit(text: str, width: int) -> str:
+    text = printable(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -104,14 +107,24 @@ def _open_output(output: Path, warn: Callable[[str], None]) -> JsonlWriter:
 
 
 def verify_command(
-    *, solutions: Path, problems: str, output: Path | None, json_out: bool, sandbox: str
+    *,
+    solutions: Path,
+    problems: str,
+    output: Path | None,
+    json_out: bool,
+    sandbox: str,
+    time_scale: float = 1.0,
+    all_tests: bool = False,
 ) -> None:
     """Verify every solution of ``solutions``; failing solutions are results, not errors."""
     if sandbox not in get_args(IsolationChoice):
         raise ConfigError(f"--sandbox must be auto, bwrap, builtin or rlimit, not {sandbox!r}")
+    if not 0 < time_scale <= 100:
+        raise ConfigError(f"--time-scale must be within (0, 100], got {time_scale}")
+    options = JudgeOptions(time_scale=time_scale, all_tests=all_tests)
     by_id = {p.id: p for p in load_problems(problems)}
     check_solutions(solutions, by_id, problems)
-    stdout, stderr = Console(), Console(stderr=True, highlight=False)
+    stdout, stderr = console(), console(stderr=True, highlight=False)
 
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
@@ -129,14 +142,14 @@ def verify_command(
         if rows is not None:
             rows.add(verdict)
         else:
-            sys.stdout.buffer.write(dumps(verdict))
+            sys.stdout.buffer.write(json_bytes(dumps(verdict)))
             sys.stdout.buffer.flush()
 
     todo = iter_solutions(solutions, by_id, problems)
     try:
-        asyncio.run(verify_stream(todo, sandbox, warn, emit))
+        asyncio.run(verify_stream(todo, sandbox, warn, emit, options))
     finally:
         if writer is not None:
             writer.close()
     if rows is not None:
-        stdout.print(tally.summary())
+        stdout.print(tally.summary(), markup=False)
