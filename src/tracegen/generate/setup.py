@@ -21,7 +21,7 @@ from tracegen.errors import ConfigError
 from tracegen.generate.first_run import first_run, starts_small
 from tracegen.generate.plan import Plan
 from tracegen.llm.base import Capabilities
-from tracegen.llm.factory import KNOWN_CAPABILITIES, choose_backend, local_backend
+from tracegen.llm.factory import choose_backend, known_capabilities, local_backend
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.retries import RetryPolicy
 from tracegen.modes import Mode, get_mode
@@ -164,7 +164,7 @@ def decide(
         problems=problems,
         plan=plan,
         backend=settings.backend,
-        capabilities=KNOWN_CAPABILITIES.get(settings.backend),
+        capabilities=known_capabilities(settings.backend),
         choices=choices,
         retry=retry_policy(settings),
         first_run=said,

@@ -14,18 +14,17 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import get_args
 
 from rich.console import Console
 from rich.text import Text
 
+from tracegen.config import RunSettings, load_settings
 from tracegen.errors import ConfigError, OutputError
 from tracegen.generate.verify import verify_stream
 from tracegen.grading.programs import JudgeOptions
 from tracegen.grading.verdicts import Verdict, check_solutions, iter_solutions
 from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
 from tracegen.problems import load_problems
-from tracegen.sandbox.base import IsolationChoice
 from tracegen.terminal import console, json_bytes, printable
 
 _ID_WIDTH = 40
@@ -117,8 +116,7 @@ def verify_command(
     all_tests: bool = False,
 ) -> None:
     """Verify every solution of ``solutions``; failing solutions are results, not errors."""
-    if sandbox not in get_args(IsolationChoice):
-        raise ConfigError(f"--sandbox must be auto, bwrap, builtin or rlimit, not {sandbox!r}")
+    load_settings(RunSettings, {"sandbox": sandbox}, env={})  # refused as `run` refuses it
     if not 0 < time_scale <= 100:
         raise ConfigError(f"--time-scale must be within (0, 100], got {time_scale}")
     options = JudgeOptions(time_scale=time_scale, all_tests=all_tests)
