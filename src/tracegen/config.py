@@ -87,9 +87,9 @@ NO_CLI = cli(option=False)
 def env_names(name: str, field: FieldInfo) -> list[str]:
     """The environment variables that set the setting ``name``, the one read first first."""
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    shown = extra.get("cli") or {}
-    others = shown.get("env") or [] if isinstance(shown, dict) else []
-    return [ENV_PREFIX + name.upper(), *others]
+    shown = extra.get("cli")
+    others = shown.get("env") if isinstance(shown, dict) else None
+    return [ENV_PREFIX + name.upper(), *map(str, others if isinstance(others, list) else [])]
 
 
 def shown_default(field: FieldInfo) -> str | None:

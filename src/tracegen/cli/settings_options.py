@@ -31,7 +31,7 @@ from tracegen.config import (
 def presentation(name: str, field: FieldInfo) -> dict[str, Any]:
     """A field's ``cli(...)`` entry, with its defaults filled in."""
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    shown = {"option": True, "repeat": False, **(extra.get("cli") or {})}  # type: ignore[dict-item]
+    shown: dict[str, Any] = {"option": True, "repeat": False, **(extra.get("cli") or {})}  # type: ignore[dict-item]
     if not shown.get("panel"):
         generation = name in GenerationSettings.model_fields
         shown["panel"] = GENERATION_PANEL if generation else RUN_PANEL
