@@ -136,6 +136,13 @@ def test_unreachable_server_is_one_line_and_exit_1(cli, workspace):
     assert "ollama serve" in line
 
 
+def test_a_run_no_server_answered_leaves_no_files(cli, workspace):
+    result = cli(workspace.args(dead_url()))
+    assert result.exit_code == 1
+    made = {workspace.out, workspace.rejects, workspace.out.with_name("traces.jsonl.state")}
+    assert not made & set(workspace.dir.iterdir())
+
+
 def test_unknown_model_stops_the_run_with_one_line(cli, model, workspace):
     args = workspace.args(model)
     args[args.index("test-model")] = "no-such-model"
