@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "jsonl": 0,
     "config": 0,
     "data": 0,
+    "terminal": 0,
     "parsing": 1,
     "grading": 1,
     "sandbox": 1,
