@@ -80,5 +80,6 @@ def test_vf_eval_scores_rollouts_as_tracegen_judges_them(llama_server: str, tmp_
     assert verify.returncode in (0, 1), verify.stderr[-2000:]
     verdicts = [orjson.loads(line) for line in verdicts_path.read_bytes().splitlines()]
     for verdict, solution in zip(verdicts, solutions, strict=True):
-        assert (verdict["status"] == "ok") == (solution["success"] == 1.0), (verdict, solution)
+        assert (verdict["status"] == "ok") == (solution["score"] == 1.0), (verdict, solution)
+        assert solution["success"] <= solution["score"]
         assert verdict["passed"] / verdict["total"] == solution["score"], (verdict, solution)
