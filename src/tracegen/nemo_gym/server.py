@@ -92,7 +92,7 @@ class TracegenResourcesServer(SimpleResourcesServer):
             box, self._sandbox = self._sandbox, None
             await box.aclose()
 
-    async def verify(self, body: TracegenVerifyRequest) -> TracegenVerifyResponse:  # type: ignore[override]
+    async def verify(self, body: TracegenVerifyRequest) -> TracegenVerifyResponse:
         problem_id = str(body.verifier_metadata.get("problem_id", ""))
         problem = self._problems.get(problem_id)
         if problem is None:
