@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
-
 from tracegen.errors import ConfigError, InputFileError, OutputError
 from tracegen.export.builder import ConvertCounts, ConvertOptions
 from tracegen.export.card import write_card
 from tracegen.export.outputs import OutputKind
 from tracegen.export.pipeline import convert_file
 from tracegen.export.registry import check_options, choose_format
-from tracegen.jsonl import iter_lines, special_file, special_file_warning
+from tracegen.jsonl import check_outputs, iter_lines, special_file, special_file_warning
+from tracegen.terminal import console as safe_console
 
 
 def _check_target(target: Path, *, dataset: bool) -> None:
@@ -87,11 +86,11 @@ def convert_command(
         output = default_output(input, fmt.name)
     asked: dict[OutputKind, Path | None] = {"jsonl": output, "parquet": parquet, "hf": to_hf}
     targets = {kind: path for kind, path in asked.items() if path is not None}
-    if any(p.resolve() == input.resolve() for p in targets.values()):
-        raise ConfigError(f"{input}: output would overwrite the input")
+    check_outputs([input], output, parquet)
+    check_outputs([input], to_hf, folder=True)
     for kind, target in targets.items():
         _check_target(target, dataset=kind == "hf")
-    console = Console(stderr=True, highlight=False)
+    console = safe_console(stderr=True, highlight=False)
     for warning in filter(None, map(special_file_warning, targets.values())):
         console.print(f"tracegen: warning: {warning}", markup=False, soft_wrap=True)
     counts = convert_file(input, targets, options)

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from tracegen.errors import ConfigError, OutputError
 from tracegen.grading.verdicts import Solution, Verdict, check_solutions, iter_solutions, verify_one
-from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
+from tracegen.jsonl import JsonlWriter, check_outputs, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.sandbox.base import IsolationChoice
 from tracegen.terminal import console, json_bytes, printable
@@ -146,6 +146,7 @@ def verify_command(
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
 
+    check_outputs([solutions], output)
     writer = _open_output(output, warn) if output is not None else None
     tally = _Tally()
     rows = None if json_out else _Rows(stdout, iter(by_id))
