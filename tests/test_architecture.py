@@ -33,6 +33,9 @@ LAYERS: dict[str, int] = {
     "cli": 5,
     "atropos": 5,
     "trl": 5,
+    "openenv": 5,
+    "verifiers_env": 5,
+    "nemo_gym": 5,
     "__init__": 0,
     "__main__": 6,
 }
