@@ -139,6 +139,7 @@ def merge(
     notice: Callable[[str], None],
 ) -> MergeReport:
     """Join the shards matched by ``sources`` into ``output``; see the module docstring."""
+    check_outputs((), output, rejects)
     name, count, given = _identify(expand(sources))
     base = next(iter(given.values())).with_name(name.name)
     manifest = read_manifest(manifest_path(base))
