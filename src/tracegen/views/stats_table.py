@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 
 from tracegen.terminal import console as safe_console
@@ -151,7 +151,7 @@ def _pass_at_k(data: dict[str, Any]) -> Table:
     for k in ks:
         table.add_column(f"pass@{k}", justify="right")
     for run in runs:
-        row = [
+        row: list[RenderableType] = [
             untrusted(run["mode"]),
             untrusted(run["model"]),
             num(run["problems"]),
