@@ -271,7 +271,7 @@ def test_dedup_then_decontaminate_then_convert_states_both_in_the_card(
     assert "failed episodes (records with an `error`) skipped: 1" in body
     assert "`tracegen dedup --by code --threshold 0.85`" in body
     assert "removed 0 exact and 2 near duplicates in 1 clusters" in body
-    assert "`tracegen decontaminate --ngram 13`" in body and "humaneval (164 problems)" in body
+    assert "`tracegen decontaminate --ngram 13`" in body and "`humaneval` (164 problems)" in body
     assert datasets.load_from_disk(str(hf)).num_rows == 3
 
 
