@@ -32,6 +32,7 @@ from tracegen.problems import load_problems
 from tracegen.problems.hub import HUB_DATASETS
 from tracegen.problems.loader import shipped_sets
 from tracegen.schema import Problem
+from tracegen.terminal import printable
 
 DEFAULT_NGRAM = 13
 HUMANEVAL = "humaneval"
@@ -210,5 +211,5 @@ def decontaminate_command(
         if result.traces == 0:
             raise InputFileError(f"{input}: holds no traces")
         record.update(traces=result.traces, kept=result.kept, dropped=dict(result.dropped))
-    print(result.summary(ngram), file=sys.stderr)
+    print(printable(result.summary(ngram)), file=sys.stderr)
     return result
