@@ -492,6 +492,12 @@ CASES = [
         r"{solutions}: output would overwrite the input",
     ),
     Case(
+        "verify: verdicts over the problem file",
+        "verify {solutions} --problems {problems_file} -o {problems_file}",
+        2,
+        r"{problems_file}: output would overwrite the input",
+    ),
+    Case(
         "convert: a dataset folder around the input",
         "convert {trace} --chat-format --to-hf {tmp}",
         2,
@@ -725,6 +731,10 @@ def files(tmp_path: Path, server: FakeOllama, hostile: dict[str, str]) -> dict[s
     (tmp_path / "folder").mkdir()
     (tmp_path / "trace_link.jsonl").symlink_to(paths["trace"])
     os.link(paths["trace"], tmp_path / "trace_hardlink.jsonl")
+    problems_file = tmp_path / "problems_file.jsonl"
+    problems_file.write_bytes(
+        orjson.dumps({**problem, "id": "two_sum"} | {"schema": "tracegen.problem/1"}) + b"\n"
+    )
     foreign = tmp_path / "foreign_dataset"
     foreign.mkdir()
     (foreign / "dataset_info.json").write_text("{}")
@@ -736,6 +746,7 @@ def files(tmp_path: Path, server: FakeOllama, hostile: dict[str, str]) -> dict[s
         "missing": str(tmp_path / "missing.jsonl"),
         "folder": str(tmp_path / "folder"),
         "tmp": str(tmp_path),
+        "problems_file": str(problems_file),
         "trace_link": str(tmp_path / "trace_link.jsonl"),
         "trace_hardlink": str(tmp_path / "trace_hardlink.jsonl"),
         "foreign_dataset": str(foreign),

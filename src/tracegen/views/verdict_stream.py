@@ -161,7 +161,8 @@ def verify_command(
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
 
-    check_outputs([solutions], output)
+    problem_file = [Path(problems)] if Path(problems).is_file() else []
+    check_outputs([solutions, *problem_file], output)
     writer = _open_output(output, warn) if output is not None else None
     tally = _Tally()
     rows = None if json_out else _Rows(stdout, iter(by_id))
