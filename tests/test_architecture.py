@@ -115,6 +115,22 @@ def test_status_and_merge_are_modules_of_their_own() -> None:
     assert "tracegen.generate.shards" in graph[status] & graph[merge]
 
 
+def test_every_console_is_the_sanitising_one() -> None:
+    """Tables and panels reach the terminal through `tracegen.terminal`'s console, which escapes
+    control and bidirectional characters: no other module makes a Rich console."""
+    made = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in ("terminal.py", "sandbox"):  # the sandbox's children print data
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute):
+                name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                if name == "Console":
+                    made.append(f"{rel}:{node.lineno}")
+    assert not made, "make consoles with tracegen.terminal.console: " + ", ".join(made)
+
+
 @pytest.mark.slow
 def test_types_check() -> None:
     result = subprocess.run(
