@@ -223,7 +223,8 @@ def test_doctor_shows_a_servers_version_and_models_safely(run) -> None:
     assert status == 1, out.decode(errors="replace")
     text = _SGR.sub(b"", out).decode()
     assert TRACEBACK not in text and "MarkupError" not in text
-    assert_safe(out, expect_visible=False)
+    assert_safe(out, shown=("\\x1b]52;c;", "\\u202etxt.exe", "[bold red]R[/] [/]"))
+    assert text.count("\\x1b]52;c;") == 2, "the version and the model's name"
 
 
 def test_printable_shows_every_control_and_bidi_character_and_keeps_the_rest() -> None:
