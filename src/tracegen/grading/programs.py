@@ -130,6 +130,8 @@ class ProgramJudge:
             return _whole(tests, "error", f"cannot run {language}: {missing}")
         if language != "python" and any(t.kind == "functional" for t in tests):
             return _whole(tests, "error", "functional tests call a Python entry point")
+        if problem.setup and language == "python":
+            code = f"{problem.setup}\n{code}"
         built = await self.programs.build(code, language)
         if built.failure is not None:
             return _whole(tests, "error", built.failure)

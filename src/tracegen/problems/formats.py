@@ -1,4 +1,5 @@
-"""Map rows of the public datasets (HumanEval, MBPP, GSM8K) to `Problem`s.
+"""Map rows of the public datasets (HumanEval, MBPP, GSM8K; competitive programming in
+`tracegen.problems.contests`) to `Problem`s.
 
 The same functions serve rows read from a local file and rows loaded from the Hugging
 Face hub. A row that does not fit raises `ValueError` with a short reason.
@@ -12,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tracegen.problems.contests import contest_format
 from tracegen.schema import Problem, TestCase
 
 Row = dict[str, Any]
@@ -132,4 +134,4 @@ def detect(row: Row) -> tuple[str, RowMapper] | None:
         return "MBPP", from_mbpp
     if keys >= _GSM8K_KEYS and "tests" not in keys:
         return "GSM8K", from_gsm8k
-    return None
+    return contest_format(row)
