@@ -151,11 +151,11 @@ class ProgramJudge:
             if first is not None and not self.options.all_tests:
                 results.append(_result(test, "skipped", "not run: an earlier test failed"))
                 continue
-            result, run = await self._one(problem, built, checker, compare, test, limits)
+            result, test_run = await self._one(problem, built, checker, compare, test, limits)
             results.append(result)
             if first is None and result.outcome != "accepted":
                 assert result.outcome is not None
-                first = (result.outcome, result.error, run)
+                first = (result.outcome, result.error, test_run)
         if first is None:
             return ExecResult(status="ok", outcome="accepted", tests=results)
         outcome, error, run = first

@@ -25,6 +25,7 @@ from tracegen.grading.verdicts import Solution, Verdict, check_solutions, iter_s
 from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.sandbox.base import IsolationChoice
+from tracegen.terminal import console, json_bytes, printable
 
 IN_FLIGHT = 4
 """Solutions started per sandbox worker before the oldest one's verdict is awaited."""
@@ -76,6 +77,7 @@ def _detail(verdict: Verdict) -> str:
 
 
 def _fit(text: str, width: int) -> str:
+    text = printable(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -154,7 +156,7 @@ def verify_command(
     options = JudgeOptions(time_scale=time_scale, all_tests=all_tests)
     by_id = {p.id: p for p in load_problems(problems)}
     check_solutions(solutions, by_id, problems)
-    stdout, stderr = Console(), Console(stderr=True, highlight=False)
+    stdout, stderr = console(), console(stderr=True, highlight=False)
 
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
@@ -172,7 +174,7 @@ def verify_command(
         if rows is not None:
             rows.add(verdict)
         else:
-            sys.stdout.buffer.write(dumps(verdict))
+            sys.stdout.buffer.write(json_bytes(dumps(verdict)))
             sys.stdout.buffer.flush()
 
     todo = iter_solutions(solutions, by_id, problems)
@@ -182,4 +184,4 @@ def verify_command(
         if writer is not None:
             writer.close()
     if rows is not None:
-        stdout.print(tally.summary())
+        stdout.print(tally.summary(), markup=False)
