@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import signal
+import weakref
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,7 +21,14 @@ import orjson
 
 from tracegen.grading.compare import outputs_match
 from tracegen.sandbox._wire import short_repr, values_equal
-from tracegen.sandbox.programs import RESULT_MARKER, Built, Limits, Programs, compiler_missing
+from tracegen.sandbox.programs import (
+    RESULT_MARKER,
+    Built,
+    Limits,
+    Programs,
+    compiler_missing,
+    guess_language,
+)
 from tracegen.sandbox.runner import ProcessRun
 from tracegen.schema import (
     Comparison,
@@ -83,7 +91,7 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _failure(run: ProcessRun, limits: Limits) -> tuple[Outcome, str] | None:
+def _failure(run: ProcessRun, limits: Limits, *, private: bool) -> tuple[Outcome, str] | None:
     """The outcome of a run that did not end well, and why; None if it exited 0 in time."""
     if run.killed_for == "error":
         return "error", "the sandbox failed during the run"
@@ -105,8 +113,24 @@ def _failure(run: ProcessRun, limits: Limits) -> tuple[Outcome, str] | None:
         return "memory", f"memory limit of {limits.memory_mb} MB exceeded"
     if run.signal is not None:
         return "runtime", f"killed by {_SIGNALS.get(run.signal, f'signal {run.signal}')}"
-    detail = _last_line(stderr)
+    detail = "" if private else _last_line(stderr)  # a private test's input may be echoed
     return "runtime", f"exit status {run.exit_code}" + (f": {detail}" if detail else "")
+
+
+_JUDGES: weakref.WeakKeyDictionary[object, ProgramJudge] = weakref.WeakKeyDictionary()
+
+
+def judge_for(runner: object) -> ProgramJudge | None:
+    """The judge of programs run by ``runner`` (one per sandbox, so built programs are
+    shared); None if it cannot run programs. A wrapper (``.runner``) is looked through."""
+    while not hasattr(runner, "run_process") and hasattr(runner, "runner"):
+        runner = runner.runner
+    if not hasattr(runner, "run_process"):
+        return None
+    judge = _JUDGES.get(runner)
+    if judge is None:
+        judge = _JUDGES[runner] = ProgramJudge(Programs(runner))  # type: ignore[arg-type]
+    return judge
 
 
 class ProgramJudge:
@@ -125,7 +149,7 @@ class ProgramJudge:
     ) -> ExecResult:
         """Run ``code`` against ``tests`` (default: all of the problem's)."""
         tests = problem.tests if tests is None else tests
-        language = language or problem.language or "python"
+        language = language or problem.language or guess_language(code)
         if (missing := compiler_missing(language)) is not None:
             return _whole(tests, "error", f"cannot run {language}: {missing}")
         if language != "python" and any(t.kind == "functional" for t in tests):
@@ -146,7 +170,7 @@ class ProgramJudge:
                 return _whole(tests, "error", _clip(why))
         limits = _limits(problem, self.options)
         results: list[TestResult] = []
-        first: tuple[Outcome, str | None, ProcessRun | None] | None = None
+        first: tuple[TestResult, ProcessRun] | None = None
         for test in tests:
             if first is not None and not self.options.all_tests:
                 results.append(_result(test, "skipped", "not run: an earlier test failed"))
@@ -154,11 +178,14 @@ class ProgramJudge:
             result, test_run = await self._one(problem, built, checker, compare, test, limits)
             results.append(result)
             if first is None and result.outcome != "accepted":
-                assert result.outcome is not None
-                first = (result.outcome, result.error, test_run)
+                first = (result, test_run)
         if first is None:
             return ExecResult(status="ok", outcome="accepted", tests=results)
-        outcome, error, run = first
+        failed, run = first
+        outcome: Outcome = failed.outcome or "error"
+        error = failed.error
+        if outcome == "wrong":
+            error = "wrong answer" + (f" ({compare.rule})" if compare.rule != "checker" else "")
         # A sandbox failure anywhere outranks the program's own: the verdict is not its.
         if any(r.outcome == "error" for r in results):
             outcome, error = "error", next(r.error for r in results if r.outcome == "error")
@@ -167,9 +194,10 @@ class ProgramJudge:
             outcome=outcome,
             tests=results,
             error=error,
-            exit_code=run.exit_code if run else None,
-            stderr=_clip(run.stderr.decode(errors="replace")) if run else "",
-            duration_s=round(run.wall_s, 6) if run else 0.0,
+            exit_code=run.exit_code,
+            # What a private test's run printed may hold its input: left out.
+            stderr="" if failed.private else _clip(run.stderr.decode(errors="replace")),
+            duration_s=round(run.wall_s, 6),
         )
 
     async def _one(
@@ -195,7 +223,7 @@ class ProgramJudge:
             output_file=problem.output_file if call is None else None,
             call=call,
         )
-        failed = _failure(run, limits)
+        failed = _failure(run, limits, private=test.private)
         if failed is not None:
             return _result(test, failed[0], failed[1], run), run
         stdout = run.stdout.decode(errors="replace")
@@ -207,7 +235,7 @@ class ProgramJudge:
         elif outputs_match(stdout, expected, compare):
             outcome, why = "accepted", None
         else:
-            outcome, why = "wrong", f"output differs ({compare.rule})"
+            outcome, why = "wrong", None
         return _result(test, outcome, why, run, actual=stdout), run
 
     async def _check(
@@ -232,11 +260,11 @@ class ProgramJudge:
             if run.exit_code == 0:
                 return "accepted", None
             if run.exit_code in (1, 2):
-                return "wrong", "the checker rejected the output"
+                return "wrong", None
             return "error", f"the checker failed (exit status {run.exit_code})"
         if run.exit_code == 0 and said and said[-1] == "1":
             return "accepted", None
-        return "wrong", "the checker rejected the output"
+        return "wrong", None
 
 
 def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestResult:
@@ -252,8 +280,7 @@ def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestRes
     if not ok and compare.unwrap_single and isinstance(expected, list) and len(expected) == 1:
         ok = values_equal(got, expected[0])
     outcome: Outcome = "accepted" if ok else "wrong"
-    why = None if ok else "the value returned differs"
-    return _result(test, outcome, why, run, actual=short_repr(got))
+    return _result(test, outcome, None, run, actual=short_repr(got))
 
 
 def _result(

@@ -16,12 +16,13 @@ import asyncio
 import base64
 import hashlib
 import math
+import re
 import shutil
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
-from tracegen.sandbox.runner import ProcessRun, Sandbox
+from tracegen.sandbox.runner import ProcessRun
 from tracegen.schema import Language
 
 CPP_COMMAND: Final = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "prog", "prog.cpp")
@@ -33,6 +34,23 @@ BINARY_LIMIT: Final = 64 << 20
 """The largest binary a compilation may produce."""
 CACHE_SIZE: Final = 256
 """Built programs kept in memory, by hash of source and command."""
+
+
+_CPP_HINT = re.compile(r"^\s*#\s*include\s*[<\"]|\bint\s+main\s*\(", re.MULTILINE)
+
+
+def guess_language(code: str) -> Language:
+    """A program's language when nothing says: C++ if it includes a header or defines
+    ``int main(``, else Python."""
+    return "cpp" if _CPP_HINT.search(code) else "python"
+
+
+class ProcessRunner(Protocol):
+    """What `Programs` needs of a sandbox (`Sandbox.run_process`)."""
+
+    async def run_process(
+        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+    ) -> ProcessRun: ...
 
 
 def compiler_missing(language: Language) -> str | None:
@@ -227,7 +245,7 @@ RESULT_MARKER: Final = b"\x00tracegen-result\x00"
 class Programs:
     """Builds and runs programs in ``sandbox``; built programs are cached by source hash."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: ProcessRunner) -> None:
         self.sandbox = sandbox
         self._built: OrderedDict[str, Built] = OrderedDict()
         self._building: dict[str, asyncio.Future[Built]] = {}
