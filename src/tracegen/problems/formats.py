@@ -22,6 +22,7 @@ RowMapper = Callable[[Row, int], Problem]
 _HUMANEVAL_KEYS = frozenset({"task_id", "prompt", "canonical_solution", "test", "entry_point"})
 _MBPP_KEYS = frozenset({"task_id", "code", "test_list"})
 _GSM8K_KEYS = frozenset({"question", "answer"})
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FINAL_ANSWER = re.compile(r"^####\s*(.+?)\s*$", re.MULTILINE)
 
 
@@ -110,6 +111,11 @@ def from_mbpp(row: Row, index: int) -> Problem:
     )
 
 
+def _without_thousands(number: str) -> str:
+    """``1,234`` → ``1234``; a comma that is not a thousands separator is kept."""
+    return number.replace(",", "") if _THOUSANDS.fullmatch(number) else number
+
+
 def from_gsm8k(row: Row, index: int) -> Problem:
     """A math problem; the ``#### N`` line of ``answer`` is the expected number."""
     found = _FINAL_ANSWER.findall(_text(row, "answer"))
@@ -120,7 +126,7 @@ def from_gsm8k(row: Row, index: int) -> Problem:
         prompt=_text(row, "question"),
         kind="math",
         entry_point=None,
-        tests=[TestCase(name="answer", kind="answer", expected=found[-1].replace(",", ""))],
+        tests=[TestCase(name="answer", kind="answer", expected=_without_thousands(found[-1]))],
         source="gsm8k",
     )
 
