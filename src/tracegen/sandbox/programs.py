@@ -158,8 +158,9 @@ os.close(_stdin)
 _output = {output_file}
 _limit(resource.RLIMIT_CPU, {cpu}, 1)
 _memory = {memory}
-with open("/proc/self/statm", "rb") as _f:
-    _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+if not {binary}:  # read here: a forked child may not read /proc/self
+    with open("/proc/self/statm", "rb") as _f:
+        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 def _program():
     if {binary}:
