@@ -171,3 +171,18 @@ async def test_cpp_is_compiled_once_per_source(judge: ProgramJudge) -> None:
     for _ in range(3):
         assert (await judge.judge(SUM, code, "cpp")).status == "ok"
     assert judge.programs.compilations == before + 1
+
+
+async def test_functional_values_compare_as_livecodebench_on_its_rows(judge: ProgramJudge) -> None:
+    """LiveCodeBench compares ``prediction == expected`` (after tuples become lists)."""
+    half = Problem(
+        id="half",
+        prompt="Return half of n.",
+        entry_point="Solution.half",
+        compare=Comparison(rule="lines"),
+        tests=[TestCase(name="t", kind="functional", args=[1], expected=0.5)],
+    )
+    close = "class Solution:\n    def half(self, n):\n        return 0.5000001\n"
+    exact = "class Solution:\n    def half(self, n):\n        return n / 2\n"
+    assert (await judge.judge(half, exact, "python")).outcome == "accepted"
+    assert (await judge.judge(half, close, "python")).outcome == "wrong"

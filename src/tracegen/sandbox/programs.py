@@ -167,8 +167,9 @@ def _program():
         _limit(resource.RLIMIT_AS, _memory)
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog", *{argv}])
-    import io, traceback
+    import builtins, io, traceback
     _limit(resource.RLIMIT_AS, _memory + _held)
+    builtins.exit = builtins.quit = sys.exit  # what `site` gives `python main.py`
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.argv = ["main.py", *{argv}]
     with open("main.py", "rb") as f:
