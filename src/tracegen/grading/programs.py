@@ -276,12 +276,8 @@ def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestRes
     except orjson.JSONDecodeError:
         return _result(test, "wrong", "the value returned is not JSON", run)
     expected = test.expected
-    if (
-        compare.rule == "lines"
-    ):  # LiveCodeBench's grader: `prediction == expected` as Python sees it
-        ok = bool(got == expected)
-    else:
-        ok = values_equal(got, expected)
+    # On LiveCodeBench's rows, its grader's `prediction == expected`, as Python sees it.
+    ok = bool(got == expected) if compare.rule == "lines" else values_equal(got, expected)
     if not ok and compare.unwrap_single and isinstance(expected, list) and len(expected) == 1:
         ok = values_equal(got, expected[0])
     outcome: Outcome = "accepted" if ok else "wrong"
