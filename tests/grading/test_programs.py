@@ -186,3 +186,14 @@ async def test_functional_values_compare_as_livecodebench_on_its_rows(judge: Pro
     exact = "class Solution:\n    def half(self, n):\n        return n / 2\n"
     assert (await judge.judge(half, exact, "python")).outcome == "accepted"
     assert (await judge.judge(half, close, "python")).outcome == "wrong"
+
+
+async def test_an_input_larger_than_the_sandbox_allows_is_an_error_not_the_programs() -> None:
+    from tracegen.sandbox import SandboxLimits
+
+    big = SUM.model_copy(
+        update={"tests": [TestCase(name="big", kind="stdio", input="1 " * (1 << 20), expected="")]}
+    )
+    async with Sandbox("builtin", limits=SandboxLimits(file_size_mb=1)) as sandbox:
+        result = await ProgramJudge(Programs(sandbox)).judge(big, PYTHON["accepted"], "python")
+    assert result.outcome == "error" and "file size limit" in (result.error or "")

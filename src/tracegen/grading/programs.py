@@ -76,7 +76,7 @@ def _limits(problem: Problem, options: JudgeOptions) -> Limits:
     cpu = declared.time_s * options.time_scale
     return Limits(
         cpu_s=cpu,
-        wall_s=2 * cpu + 1,
+        wall_s=3 * cpu + 2,
         memory_mb=declared.memory_mb,
         output_bytes=options.output_bytes,
     )
@@ -215,6 +215,12 @@ class ProgramJudge:
             call = (problem.entry_point or "", list(test.args))
         else:
             stdin = (test.input or "").encode()
+        room = self.programs.file_bytes
+        if room is not None and len(stdin) + len(built.binary or b"") > room:
+            error = f"the test's input does not fit the sandbox's file size limit ({room} bytes)"
+            return _result(test, "error", error), ProcessRun(
+                None, None, 0.0, 0.0, b"", b"", "error"
+            )
         run = await self.programs.run(
             built,
             stdin=stdin,

@@ -252,6 +252,12 @@ class Programs:
         self._built: OrderedDict[str, Built] = OrderedDict()
         self._building: dict[str, asyncio.Future[Built]] = {}
         self.compilations = 0
+        owner: object = sandbox
+        while not hasattr(owner, "limits") and hasattr(owner, "runner"):
+            owner = owner.runner  # a wrapper (counting executions) around the sandbox
+        limits = getattr(owner, "limits", None)
+        self.file_bytes: int | None = limits.file_size_mb << 20 if limits is not None else None
+        """The largest file an execution may write (its input, its binary)."""
 
     @staticmethod
     def key(source: str, language: Language) -> str:
