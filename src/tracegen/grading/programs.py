@@ -69,6 +69,9 @@ class JudgeOptions:
     time_scale: float = 1.0
     all_tests: bool = False
     output_bytes: int = OUTPUT_LIMIT
+    batch: bool = True
+    """Run a program's stdin tests in one execution (`Programs.run_batch`); any test whose
+    run there did not end well is run again alone, so verdicts are the same either way."""
 
 
 def _limits(problem: Problem, options: JudgeOptions) -> Limits:
@@ -169,13 +172,15 @@ class ProgramJudge:
                 why = checker.failure or f"the checker does not compile: {checker.error}"
                 return _whole(tests, "error", _clip(why))
         limits = _limits(problem, self.options)
+        batched = await self._batch(problem, built, tests, limits)
         results: list[TestResult] = []
         first: tuple[TestResult, ProcessRun] | None = None
-        for test in tests:
+        for i, test in enumerate(tests):
             if first is not None and not self.options.all_tests:
                 results.append(_result(test, "skipped", "not run: an earlier test failed"))
                 continue
-            result, test_run = await self._one(problem, built, checker, compare, test, limits)
+            ran = batched[i] if i < len(batched) else None
+            result, test_run = await self._one(problem, built, checker, compare, test, limits, ran)
             results.append(result)
             if first is None and result.outcome != "accepted":
                 first = (result, test_run)
@@ -200,6 +205,27 @@ class ProgramJudge:
             duration_s=round(run.wall_s, 6),
         )
 
+    async def _batch(
+        self, problem: Problem, built: Built, tests: list[TestCase], limits: Limits
+    ) -> list[ProcessRun]:
+        """The runs of ``tests`` made in one execution, where that applies (stdin tests,
+        no named files, two or more); the clean ones stand, the others are run again."""
+        if (
+            not self.options.batch
+            or len(tests) < 2
+            or problem.input_file
+            or problem.output_file
+            or any(t.kind != "stdio" for t in tests)
+        ):
+            return []
+        inputs = [(t.input or "").encode() for t in tests]
+        room = self.programs.file_bytes
+        if room is not None and max(map(len, inputs)) + len(built.binary or b"") > room:
+            return []
+        longest = max(len(str(t.expected)) for t in tests)
+        cap = min(self.options.output_bytes, max(1 << 16, 2 * longest + 4096))
+        return await self.programs.run_batch(built, inputs, limits, cap)
+
     async def _one(
         self,
         problem: Problem,
@@ -208,6 +234,7 @@ class ProgramJudge:
         compare: Comparison,
         test: TestCase,
         limits: Limits,
+        ran: ProcessRun | None = None,
     ) -> tuple[TestResult, ProcessRun]:
         call = None
         stdin = b""
@@ -221,14 +248,25 @@ class ProgramJudge:
             return _result(test, "error", error), ProcessRun(
                 None, None, 0.0, 0.0, b"", b"", "error"
             )
-        run = await self.programs.run(
-            built,
-            stdin=stdin,
-            limits=limits,
-            input_file=problem.input_file if call is None else None,
-            output_file=problem.output_file if call is None else None,
-            call=call,
+        clean = (
+            ran is not None
+            and ran.exit_code == 0
+            and ran.signal is None
+            and ran.killed_for is None
+            and ran.cpu_s <= limits.cpu_s
         )
+        if clean:
+            assert ran is not None
+            run = ran
+        else:  # not run in the batch, or its run there did not end well: alone, as always
+            run = await self.programs.run(
+                built,
+                stdin=stdin,
+                limits=limits,
+                input_file=problem.input_file if call is None else None,
+                output_file=problem.output_file if call is None else None,
+                call=call,
+            )
         failed = _failure(run, limits, private=test.private)
         if failed is not None:
             return _result(test, failed[0], failed[1], run), run

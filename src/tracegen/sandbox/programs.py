@@ -247,6 +247,120 @@ _view = memoryview(b"\\n" + {marker!r} + _text)
 while _view:
     _view = _view[os.write(1, _view):]"""
 
+_BATCH = (
+    _PRELUDE
+    + """
+import ctypes, select, signal, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: its programs cannot read or trace it
+for _name, _data, _mode in {files}:
+    _put(_name, _data, _mode)
+_binary = {binary}
+_memory = {memory}
+_cap = {cap}
+if not _binary:
+    with open("/proc/self/statm", "rb") as _f:
+        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+def _child(w_out, w_err):
+    os.setpgid(0, 0)
+    fd = os.open("stdin.txt", os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.dup2(w_out, 1)
+    os.dup2(w_err, 2)
+    os.closerange(3, 1024)
+    _limit(resource.RLIMIT_CPU, {cpu}, 1)
+    if _binary:
+        _limit(resource.RLIMIT_AS, _memory)
+        _limit(resource.RLIMIT_STACK, _memory)
+        os.execv("./prog", ["./prog"])
+    import builtins, io, traceback
+    _limit(resource.RLIMIT_AS, _memory + _held)
+    builtins.exit = builtins.quit = sys.exit
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+    sys.argv = ["main.py"]
+    with open("main.py", "rb") as f:
+        source = f.read().decode("utf-8")
+    scope = {{"__name__": "__main__", "__file__": os.path.abspath("main.py"),
+              "__builtins__": __builtins__}}
+    status = 0
+    try:
+        exec(compile(source, "main.py", "exec"), scope)
+    except SystemExit as e:
+        if e.code is None or type(e.code) is int:
+            status = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            status = 1
+    except BaseException as e:
+        try:
+            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        except BaseException:
+            pass
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(status & 0xFF)
+
+def _emit(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+
+for _index, _data in enumerate({inputs}):
+    _put("stdin.txt", _data)
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(w_out, w_err)
+        finally:
+            os._exit(127)
+    os.close(w_out)
+    os.close(w_err)
+    got = {{r_out: bytearray(), r_err: bytearray()}}
+    killed = "-"
+    deadline = started + {wall}
+    while got and killed == "-":
+        left = deadline - time.monotonic()
+        ready = select.select(list(got), [], [], max(left, 0))[0] if left > 0 else []
+        if not ready:
+            killed = "timeout"
+            break
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                os.close(fd)
+                got.pop(fd)
+                continue
+            got[fd] += chunk
+            if len(got[fd]) > _cap:
+                killed = "output-limit"
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    _, status, usage = os.wait4(pid, 0)
+    for fd in got:
+        os.close(fd)
+    out = bytes(got.get(r_out, b""))[:_cap]
+    err = bytes(got.get(r_err, b""))[:_cap]
+    code = os.waitstatus_to_exitcode(status)
+    _emit(b"%d %d %.6f %.6f %s %d %d\n" % (
+        _index, code, usage.ru_utime + usage.ru_stime, time.monotonic() - started,
+        killed.encode(), len(out), len(err)) + out + err)
+    if killed != "-" or code != 0:
+        break
+os._exit(0)
+"""
+)
+
 RESULT_MARKER: Final = b"\x00tracegen-result\x00"
 """Precedes a functional test's JSON value on stdout (what the program printed comes before)."""
 
@@ -328,6 +442,35 @@ class Programs:
             return Built(language, source, binary=run.stdout)
         return Built(language, source)
 
+    async def run_batch(
+        self, built: Built, inputs: list[bytes], limits: Limits, cap: int
+    ) -> list[ProcessRun]:
+        """Run ``built`` on each of ``inputs`` (on stdin) in one execution: a process per
+        input, forked by a driver its programs can neither read nor trace, under ``limits``
+        each and ``cap`` bytes of output. Ends at the first input whose run does not exit 0
+        in time; the runs reported, in order (fewer than ``inputs`` if it ended early or the
+        execution failed: the caller runs the rest alone with `run`)."""
+        files = [("prog", built.hex, 0o700)] if built.binary is not None else []
+        if built.binary is None:
+            files.append(("main.py", built.source.encode().hex(), 0o600))
+        driver = _BATCH.format(
+            files=repr(files),
+            binary=built.binary is not None,
+            memory=limits.memory_mb << 20,
+            cap=cap,
+            cpu=max(1, math.ceil(limits.cpu_s)),
+            wall=limits.wall_s,
+            inputs=repr([data.hex() for data in inputs]),
+        )
+        run = await self.sandbox.run_process(
+            driver,
+            timeout_s=len(inputs) * (limits.wall_s + 0.5) + 2,
+            output_bytes=len(inputs) * (2 * cap + 128) + 4096,
+        )
+        if run.killed_for is not None or run.exit_code != 0 or run.signal is not None:
+            return []
+        return _batch_records(run.stdout, len(inputs), cap)
+
     async def run(
         self,
         built: Built,
@@ -374,3 +517,43 @@ class Programs:
         return await self.sandbox.run_process(
             driver, timeout_s=limits.wall_s, output_bytes=limits.output_bytes
         )
+
+
+def _batch_records(data: bytes, count: int, cap: int) -> list[ProcessRun]:
+    """The runs a batch driver reported (``INDEX EXIT CPU WALL KILLED OUT ERR`` then the
+    output and error bytes); reading stops at anything malformed."""
+    runs: list[ProcessRun] = []
+    at = 0
+    while at < len(data) and len(runs) < count:
+        end = data.find(b"\n", at, at + 200)
+        if end < 0:
+            break
+        try:
+            index, code, cpu, wall, killed, n_out, n_err = data[at:end].split()
+            numbers = int(index), int(code), float(cpu), float(wall), int(n_out), int(n_err)
+        except ValueError:
+            break
+        i, exit_code, cpu_s, wall_s, out_len, err_len = numbers
+        if i != len(runs) or not (0 <= out_len <= cap and 0 <= err_len <= cap):
+            break
+        body = data[end + 1 : end + 1 + out_len + err_len]
+        if len(body) != out_len + err_len:
+            break
+        why = killed.decode()
+        runs.append(
+            ProcessRun(
+                exit_code=exit_code if exit_code >= 0 else None,
+                signal=-exit_code if exit_code < 0 else None,
+                cpu_s=cpu_s,
+                wall_s=wall_s,
+                stdout=body[:out_len],
+                stderr=body[out_len:],
+                killed_for="timeout"
+                if why == "timeout"
+                else "output-limit"
+                if why == "output-limit"
+                else None,
+            )
+        )
+        at = end + 1 + out_len + err_len
+    return runs
