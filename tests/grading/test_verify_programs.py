@@ -41,7 +41,6 @@ PY_SHAPES = [
     "wrong",
     "truncated",
     "extra",
-    "busy",
     "memory",
     "crash",
     "outside",
@@ -50,6 +49,8 @@ PY_SHAPES = [
 
 
 def test_every_python_shape_gets_its_verdict_with_a_reason(tmp_path: Path) -> None:
+    """(Too slow and infinite programs: `test_each_dataset_format_judges_cpp` and the
+    judge's own tests, in the slow tier.)"""
     row, problem_id = SUM_ROWS["code_contests"]
     programs = {name: PYTHON[name] for name in PY_SHAPES}
     verdicts = verify(tmp_path, row, shapes(problem_id, programs, "python"))

@@ -260,6 +260,13 @@ _cap = {cap}
 if not _binary:
     with open("/proc/self/statm", "rb") as _f:
         _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+else:  # inherited by each spawned run; one that raises them is caught by its rusage
+    for _which, _value in ((resource.RLIMIT_AS, _memory), (resource.RLIMIT_STACK, _memory),
+                           (resource.RLIMIT_CPU, {cpu})):
+        _hard = resource.getrlimit(_which)[1]
+        if _hard != resource.RLIM_INFINITY:
+            _value = min(_value, _hard)
+        resource.setrlimit(_which, (_value, _hard))
 
 def _child(w_out, w_err):
     os.setpgid(0, 0)
@@ -316,20 +323,28 @@ for _index, _data in enumerate({inputs}):
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
     started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _child(w_out, w_err)
-        finally:
-            os._exit(127)
+    if _binary:  # spawned without copying the driver: the limits are its own soft ones
+        pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, "stdin.txt", os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, w_out, 1),
+            (os.POSIX_SPAWN_DUP2, w_err, 2),
+        ])
+    else:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _child(w_out, w_err)
+            finally:
+                os._exit(127)
     os.close(w_out)
     os.close(w_err)
     got = {{r_out: bytearray(), r_err: bytearray()}}
+    reading = [r_out, r_err]
     killed = "-"
     deadline = started + {wall}
-    while got and killed == "-":
+    while reading and killed == "-":
         left = deadline - time.monotonic()
-        ready = select.select(list(got), [], [], max(left, 0))[0] if left > 0 else []
+        ready = select.select(reading, [], [], left)[0] if left > 0 else []
         if not ready:
             killed = "timeout"
             break
@@ -337,7 +352,7 @@ for _index, _data in enumerate({inputs}):
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 os.close(fd)
-                got.pop(fd)
+                reading.remove(fd)
                 continue
             got[fd] += chunk
             if len(got[fd]) > _cap:
@@ -347,12 +362,14 @@ for _index, _data in enumerate({inputs}):
     except OSError:
         pass
     _, status, usage = os.wait4(pid, 0)
-    for fd in got:
+    for fd in reading:
         os.close(fd)
-    out = bytes(got.get(r_out, b""))[:_cap]
-    err = bytes(got.get(r_err, b""))[:_cap]
+    out = bytes(got[r_out][:_cap])
+    err = bytes(got[r_err][:_cap])
     code = os.waitstatus_to_exitcode(status)
-    _emit(b"%d %d %.6f %.6f %s %d %d\n" % (
+    if usage.ru_maxrss * 1024 > _memory and killed == "-":
+        killed = "memory"
+    _emit(b"%d %d %.6f %.6f %s %d %d\\n" % (
         _index, code, usage.ru_utime + usage.ru_stime, time.monotonic() - started,
         killed.encode(), len(out), len(err)) + out + err)
     if killed != "-" or code != 0:
@@ -548,10 +565,14 @@ def _batch_records(data: bytes, count: int, cap: int) -> list[ProcessRun]:
                 wall_s=wall_s,
                 stdout=body[:out_len],
                 stderr=body[out_len:],
+                # "memory": more resident than allowed; reported as a stop of the sandbox,
+                # so the test is run again alone, under the hard limits.
                 killed_for="timeout"
                 if why == "timeout"
                 else "output-limit"
                 if why == "output-limit"
+                else "error"
+                if why == "memory"
                 else None,
             )
         )
