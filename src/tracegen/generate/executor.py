@@ -18,7 +18,7 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from tracegen.config import RunSettings, redact_url
 from tracegen.episode.spec import EpisodeSpec
@@ -28,11 +28,7 @@ from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
 from tracegen.grading.filters import Filters
 from tracegen.llm.pool import HostPool
-from tracegen.sandbox.base import CodeRunner
-from tracegen.schema import ExecResult, Problem, Trace
-
-if TYPE_CHECKING:
-    from tracegen.sandbox.runner import ProcessRun
+from tracegen.schema import Trace
 
 GRACE_S = 5.0
 MAX_PUT_BACKS = 5
@@ -95,32 +91,6 @@ class Recorder:
         self.stats.add(trace, outcome == "accepted")
         self.reporter.update()
         return True
-
-
-class CountingRunner:
-    """A `CodeRunner` that counts the executions it passes on (``executions``)."""
-
-    def __init__(self, runner: CodeRunner) -> None:
-        self.runner = runner
-        self.isolation = runner.isolation
-        self.executions = 0
-
-    async def run_tests(self, code: str, problem: Problem) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_tests(code, problem)
-
-    async def run_code(self, code: str) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_code(code)
-
-    async def run_process(
-        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
-    ) -> ProcessRun:
-        """A program's run for one test (`Sandbox.run_process`), counted too."""
-        self.executions += 1
-        return await self.runner.run_process(  # type: ignore[attr-defined]
-            code, timeout_s=timeout_s, output_bytes=output_bytes
-        )
 
 
 class Executor:
