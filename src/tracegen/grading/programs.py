@@ -132,7 +132,7 @@ def judge_for(runner: object) -> ProgramJudge | None:
         return None
     judge = _JUDGES.get(runner)
     if judge is None:
-        judge = _JUDGES[runner] = ProgramJudge(Programs(runner))  # type: ignore[arg-type]
+        judge = _JUDGES[runner] = ProgramJudge(Programs(runner))
     return judge
 
 
