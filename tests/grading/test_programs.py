@@ -277,3 +277,14 @@ async def test_cpp_verdicts_are_the_same_with_and_without_one_execution(
     one = await alone.judge(THREE, CPP[shape], "cpp")
     other = await batched.judge(THREE, CPP[shape], "cpp")
     assert [t.outcome for t in one.tests] == [t.outcome for t in other.tests]
+
+
+async def test_many_tests_are_run_in_executions_of_at_most_a_hundred(judge: ProgramJudge) -> None:
+    counting = CountingSandbox(judge.programs.sandbox)  # type: ignore[arg-type]
+    programs = Programs(counting)  # type: ignore[arg-type]
+    await programs.build(PYTHON["accepted"], "python")
+    counting.executions = 0
+    problem = SUM.model_copy(update={"tests": SUM.tests * 101})
+    result = await ProgramJudge(programs).judge(problem, PYTHON["accepted"], "python")
+    assert result.status == "ok" and result.passed == 202
+    assert counting.executions == 3

@@ -224,7 +224,13 @@ class ProgramJudge:
             return []
         longest = max(len(str(t.expected)) for t in tests)
         cap = min(self.options.output_bytes, max(1 << 16, 2 * longest + 4096))
-        return await self.programs.run_batch(built, inputs, limits, cap)
+        runs: list[ProcessRun] = []
+        for chunk in _chunks(inputs):
+            done = await self.programs.run_batch(built, chunk, limits, cap)
+            runs += done
+            if len(done) < len(chunk):  # it ended early: the rest are run alone
+                break
+        return runs
 
     async def _one(
         self,
@@ -309,6 +315,23 @@ class ProgramJudge:
         if run.exit_code == 0 and said and said[-1] == "1":
             return "accepted", None
         return "wrong", None
+
+
+BATCH_BYTES: Final = 4 << 20
+"""At most this much input (and `BATCH_TESTS` tests) goes into one execution."""
+BATCH_TESTS: Final = 100
+
+
+def _chunks(inputs: list[bytes]) -> list[list[bytes]]:
+    chunks: list[list[bytes]] = [[]]
+    size = 0
+    for data in inputs:
+        if chunks[-1] and (size + len(data) > BATCH_BYTES or len(chunks[-1]) >= BATCH_TESTS):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(data)
+        size += len(data)
+    return chunks
 
 
 def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestResult:

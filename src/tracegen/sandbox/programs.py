@@ -261,6 +261,7 @@ if not _binary:
     with open("/proc/self/statm", "rb") as _f:
         _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 else:  # inherited by each spawned run; one that raises them is caught by its rusage
+    signal.signal(signal.SIGXCPU, signal.SIG_IGN)  # the driver's own time is not a test's
     for _which, _value in ((resource.RLIMIT_AS, _memory), (resource.RLIMIT_STACK, _memory),
                            (resource.RLIMIT_CPU, {cpu})):
         _hard = resource.getrlimit(_which)[1]
@@ -324,7 +325,8 @@ for _index, _data in enumerate({inputs}):
     r_err, w_err = os.pipe()
     started = time.monotonic()
     if _binary:  # spawned without copying the driver: the limits are its own soft ones
-        pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0, file_actions=[
+        pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0,
+                             setsigdef=(signal.SIGXCPU,), file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, "stdin.txt", os.O_RDONLY, 0),
             (os.POSIX_SPAWN_DUP2, w_out, 1),
             (os.POSIX_SPAWN_DUP2, w_err, 2),
