@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import ClassVar
 
-from tracegen.config import RunSettings
+from tracegen.config import RunSettings, redact_url
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import REPEATED_ANSWER, BackendError, LogprobsMissing
 from tracegen.generate.plan import Plan
@@ -28,8 +28,7 @@ from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
 from tracegen.grading.filters import Filters
 from tracegen.llm.pool import HostPool
-from tracegen.sandbox.base import CodeRunner
-from tracegen.schema import ExecResult, Problem, Trace
+from tracegen.schema import Trace
 
 GRACE_S = 5.0
 MAX_PUT_BACKS = 5
@@ -38,8 +37,9 @@ EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def resume_command() -> str:
-    """The command that continues this run: the same one, without ``--overwrite``."""
-    return shlex.join(["tracegen", *(a for a in sys.argv[1:] if a != "--overwrite")])
+    """The command that continues this run: the same one, without ``--overwrite``, a URL's
+    credentials shown as ``***``."""
+    return shlex.join(["tracegen", *(redact_url(a) for a in sys.argv[1:] if a != "--overwrite")])
 
 
 def put_back(trace: Trace, tries: int) -> bool:
@@ -97,23 +97,6 @@ class Recorder:
         self.stats.add(trace, outcome == "accepted")
         self.reporter.update()
         return True
-
-
-class CountingRunner:
-    """A `CodeRunner` that counts the executions it passes on (``executions``)."""
-
-    def __init__(self, runner: CodeRunner) -> None:
-        self.runner = runner
-        self.isolation = runner.isolation
-        self.executions = 0
-
-    async def run_tests(self, code: str, problem: Problem) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_tests(code, problem)
-
-    async def run_code(self, code: str) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_code(code)
 
 
 class Executor:
