@@ -20,6 +20,7 @@ from tracegen.errors import (
     ModelNotFound,
     Overloaded,
     ProtocolError,
+    RepeatedAnswer,
     ServerError,
 )
 from tracegen.llm.base import ChatRequest, SamplingOptions
@@ -260,7 +261,7 @@ async def test_malformed_line_is_a_clear_protocol_error(fake_ollama: FakeOllama)
         with pytest.raises(ProtocolError, match="malformed response") as info:
             await b.chat(request())
     assert info.value.__cause__ is None and info.value.__suppress_context__
-    assert len(fake_ollama.requests) == 3
+    assert len(fake_ollama.requests) == 2  # the same malformed answer twice: not asked again
 
 
 def answering(logprobs: Any) -> OllamaBackend:
@@ -293,9 +294,12 @@ async def test_a_malformed_logprobs_entry_is_one_protocol_error_saying_where(
     logprobs: Any, reason: str
 ) -> None:
     async with answering(logprobs) as b:
-        with pytest.raises(ProtocolError) as info:
+        with pytest.raises(RepeatedAnswer) as info:  # the same answer twice: not asked again
             await b.chat(request())
-    assert str(info.value) == f"http://ollama sent a malformed logprobs entry: {reason}"
+    assert str(info.value) == (
+        "http://ollama sent the same answer tracegen cannot read twice in a row: "
+        f"sent a malformed logprobs entry: {reason}"
+    )
 
 
 async def test_logprob_fields_a_server_adds_are_ignored() -> None:
