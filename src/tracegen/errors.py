@@ -128,7 +128,7 @@ class BackendTimeout(BackendError):
 class ProtocolError(BackendError):
     """The server sent something that is not its wire format (a malformed line or body)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class LogprobsMissing(BackendError):
@@ -144,6 +144,18 @@ class AnswerTooLarge(ProtocolError):
 class ImpossibleTokenId(ProtocolError):
     """The server sent a token id outside the model's vocabulary (negative, or not below its
     size): the answer is refused, never recorded."""
+
+
+class RepeatedAnswer(ProtocolError):
+    """The server sent the same answer tracegen cannot read to both tries of a request: it
+    would send it again, so the request is not tried again and the episode is not run again
+    (its failure is recorded)."""
+
+    stops: ClassVar[Stops] = "episode"
+
+
+REPEATED_ANSWER = "repeated_answer"
+"""`RepeatedAnswer`'s reason in a trace's error: such an episode is recorded, not run again."""
 
 
 class UnreadableServer(BackendError):

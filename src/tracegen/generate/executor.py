@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from tracegen.config import RunSettings, redact_url
 from tracegen.episode.spec import EpisodeSpec
-from tracegen.errors import BackendError, LogprobsMissing
+from tracegen.errors import REPEATED_ANSWER, BackendError, LogprobsMissing
 from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
@@ -44,9 +44,15 @@ def resume_command() -> str:
 
 def put_back(trace: Trace, tries: int) -> bool:
     """Whether to run an episode the backend gave up on again later rather than record it:
-    outages and overloads pass, so only an episode that keeps failing is recorded."""
+    outages and overloads pass, so only an episode that keeps failing is recorded; one the
+    server answers the same unreadable way every time is recorded at once."""
     error = trace.error
-    return error is not None and error.kind == "backend" and tries < MAX_PUT_BACKS
+    return (
+        error is not None
+        and error.kind == "backend"
+        and error.reason != REPEATED_ANSWER
+        and tries < MAX_PUT_BACKS
+    )
 
 
 class Recorder:
