@@ -97,7 +97,7 @@ class BackendError(TracegenError):
 class BackendUnavailable(BackendError):
     """The server cannot be reached (connection refused, DNS, TLS)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class HostsDown(BackendUnavailable):
@@ -128,25 +128,25 @@ class AuthError(BackendError):
 class Overloaded(BackendError):
     """The server is busy or rate-limiting (HTTP 429/503)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class ServerError(BackendError):
     """The server failed (HTTP 500, or an error line mid-stream)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class BackendTimeout(BackendError):
     """The server did not answer in time."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class ProtocolError(BackendError):
     """The server sent something that is not its wire format (a malformed line or body)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class LogprobsMissing(BackendError):
