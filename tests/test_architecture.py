@@ -176,6 +176,19 @@ def test_modes_ask_for_capabilities_never_which_backend_answered() -> None:
     assert not found, "\n".join(found)
 
 
+def test_every_console_is_the_sanitising_one() -> None:
+    """Tables and panels reach the terminal through `tracegen.terminal`'s console, which escapes
+    control and bidirectional characters: no other module makes a Rich console."""
+    made = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "terminal.py"
+        and SANDBOX_PACKAGE not in path.parents
+        and _calls(path, "Console")
+    ]
+    assert not made, "make consoles with tracegen.terminal.console: " + ", ".join(made)
+
+
 @pytest.mark.slow
 def test_types_check() -> None:
     result = subprocess.run(

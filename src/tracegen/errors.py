@@ -164,6 +164,25 @@ class ImpossibleTokenId(ProtocolError):
     size): the answer is refused, never recorded."""
 
 
+class RepeatedAnswer(ProtocolError):
+    """The server sent the same answer tracegen cannot read to both tries of a request: it
+    would send it again, so the request is not tried again and the episode is not run again
+    (its failure is recorded)."""
+
+    stops: ClassVar[Stops] = "episode"
+
+
+REPEATED_ANSWER = "repeated_answer"
+"""`RepeatedAnswer`'s reason in a trace's error: such an episode is recorded, not run again."""
+
+
+def runs_again(reason: str, tries: int) -> bool:
+    """Whether an episode a `BackendError` ended (``reason``: its trace's error reason), run
+    ``tries`` times again already, runs again later rather than being recorded: up to
+    `EPISODE_TRIES` times, except after a `RepeatedAnswer`."""
+    return reason != REPEATED_ANSWER and tries < EPISODE_TRIES
+
+
 class UnreadableServer(BackendError):
     """The server keeps answering what tracegen cannot read: it is asked no more."""
 

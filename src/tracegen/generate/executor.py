@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from tracegen.config import RunSettings, redact_url
 from tracegen.episode.spec import EpisodeSpec
-from tracegen.errors import EPISODE_TRIES, BackendError, LogprobsMissing
+from tracegen.errors import BackendError, LogprobsMissing, runs_again
 from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
@@ -42,9 +42,9 @@ def resume_command() -> str:
 
 def put_back(trace: Trace, tries: int) -> bool:
     """Whether to run an episode the backend gave up on again later rather than record it
-    (`tracegen.errors.EPISODE_TRIES`)."""
+    (`tracegen.errors.runs_again`)."""
     error = trace.error
-    return error is not None and error.kind == "backend" and tries < EPISODE_TRIES
+    return error is not None and error.kind == "backend" and runs_again(error.reason, tries)
 
 
 class Recorder:

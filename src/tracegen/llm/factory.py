@@ -4,6 +4,7 @@ host (``--backend auto``), or run the embedded model when nothing does; open the
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,7 +233,7 @@ async def open_pool(
         except BaseException:
             await model.aclose()
             raise
-        pool = HostPool([model], limit=settings.concurrency)
+        pool = HostPool([model], limit=settings.concurrency, max_outage_s=math.inf)  # in process
         pool.kind = "local"
         return pool
     answers = await asyncio.gather(*(identify(settings, h) for h in settings.hosts))
@@ -253,7 +254,7 @@ async def open_pool(
         )
         for h in settings.hosts
     ]
-    pool = HostPool(backends, limit=settings.concurrency)
+    pool = HostPool(backends, limit=settings.concurrency, max_outage_s=settings.max_outage_s)
     pool.kind = kind
     try:
         for backend in backends:
