@@ -149,8 +149,8 @@ class OllamaBackend(HttpBackend):
         line per token."""
         data = await self.request_json("POST", path, body, limit=self.limit_for(request))
         if "error" in data:
-            message = clip(self.error_message(data) or "no message", MESSAGE_CHARS)
-            raise ServerError(f"{self.host} failed: {message}")
+            said = clip(self.error_message(data) or "no message", MESSAGE_CHARS)
+            raise ServerError(f"{self.host} failed: {said}")
         if not data.get("done"):
             raise ServerError(f"{self.host} sent an answer that is not done")
         chat = path == "/api/chat"

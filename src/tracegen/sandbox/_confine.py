@@ -440,7 +440,7 @@ class Confinement:
         if self.landlock:
             ruleset = _check(self._syscall(*self._create), "landlock_create_ruleset")
             try:
-                rules = self._rules
+                rules: list[Any] = list(self._rules)
                 if self.paths:
                     fds = (own_dir_fd, proc_fd, shm_fd)
                     for (rule, _), fd in zip(self._owned, fds, strict=True):
