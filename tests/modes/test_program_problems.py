@@ -60,6 +60,9 @@ async def test_feedback_runs_public_tests_and_the_verdict_all_of_them(
     assert [t.outcome for t in trace.verdict.tests] == ["accepted", "wrong"]
     assert trace.score == 0.5
     assert secrets_sent(episodes) == []
+    # Nor anywhere in the trace, so in nothing an export makes of it (prompt side included).
+    written = orjson.dumps(trace.to_json())
+    assert not any(p in written for p in (b"73190", b"52811", b"126001"))
 
 
 @pytest.mark.parametrize("mode", ["native-tools", "inline-tools"])

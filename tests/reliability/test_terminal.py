@@ -20,31 +20,15 @@ import pytest
 
 from tests.support.fake_ollama import FakeOllama, Fault
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.hostile_text import HOSTILE, MARKUP, RAW
 from tests.support.runs import child_env
 from tests.support.scenarios import TRACEBACK, markers_reply, square_task, write_problems
 from tests.support.traces import markers_trace, with_failing_tests, write_traces
 from tracegen.schema import Step
-from tracegen.terminal import json_bytes, one_line, printable
 
 pytestmark = pytest.mark.slow  # each case runs tracegen in a child process
 
-CLIPBOARD = "\x1b]52;c;UFdORUQtQ0xJUA==\x07"
-"""OSC 52: sets the terminal's clipboard to ``PWNED-CLIP``."""
-LINK = "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
-"""OSC 8: a hyperlink to an outside site."""
-FORGE = "\x1b[1A\x1b[2K\r✓ all tests passed"
-"""Cursor up, erase the line: overwrites what tracegen printed above."""
-C1 = "\x9b31m\x85\x90\x9d"
-"""CSI as one C1 character, NEL, DCS, OSC."""
-BIDI = "\u202etxt.exe\u202c \u2066iso\u2069 \u202a\u202b\u202d"
-MARKUP = "[link=https://evil.example]L[/link] [bold red]R[/] [/]"
-HOSTILE = f"{CLIPBOARD}{LINK}{FORGE}{C1}\x7f\x08{BIDI} {MARKUP}"
-"""Everything at once; usable as a name, with no newline."""
-
 _SGR = re.compile(rb"\x1b\[[0-9;]*m")
-_RAW = re.compile(
-    rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]"
-)
 
 
 SHOWN = ("\\x1b]52;c;", "\\x9b", "\\u202e", "\\x7f")
@@ -54,7 +38,7 @@ def assert_safe(out: bytes, *, expect_visible: bool = True, shown: tuple[str, ..
     """``out`` holds no control or bidirectional character raw (tracegen's own colours, SGR
     sequences, aside), and the hostile ones are there as visible escapes."""
     bare = _SGR.sub(b"", out).replace(b"\r\n", b"\n")
-    raw = sorted({m.group() for m in _RAW.finditer(bare)})
+    raw = sorted({m.group() for m in RAW.finditer(bare)})
     assert raw == [], f"raw bytes reached the terminal: {raw}"
     if expect_visible:
         text = bare.decode()
@@ -225,20 +209,3 @@ def test_doctor_shows_a_servers_version_and_models_safely(run) -> None:
     assert TRACEBACK not in text and "MarkupError" not in text
     assert_safe(out, shown=("\\x1b]52;c;", "\\u202etxt.exe", "[bold red]R[/] [/]"))
     assert text.count("\\x1b]52;c;") == 2, "the version and the model's name"
-
-
-def test_printable_shows_every_control_and_bidi_character_and_keeps_the_rest() -> None:
-    hostile = "".join(map(chr, [*range(0x20), 0x7F, *range(0x80, 0xA0)])) + BIDI
-    shown = printable(hostile + "é✓ [b]")
-    assert shown.endswith("é✓ [b]")
-    assert "\n" in shown and "\t" in shown
-    assert not _RAW.search(shown.replace("\n", "").replace("\t", "").encode())
-    assert "\\x1b" in shown and "\\x9b" in shown and "\\u202e" in shown and "\\u2069" in shown
-    assert "\n" not in one_line("a\nb") and len(one_line("x" * 10_000)) < 600
-
-
-def test_json_bytes_escapes_c1_and_bidi_and_loses_nothing() -> None:
-    value = {"id": HOSTILE + "\u2028é"}
-    data = json_bytes(orjson.dumps(value))
-    assert not _RAW.search(data)
-    assert orjson.loads(data) == value

@@ -446,6 +446,10 @@ class Sandbox:
     async def run_tests(self, code: str, problem: Problem) -> ExecResult:
         """Run ``problem.setup`` + ``code`` in one process and each non-``answer`` test
         separately in a judge process that calls the code's functions through pipes."""
+        if problem.is_program:  # never judged as functions: their judge runs whole programs
+            return ExecResult(
+                status="error", error="a program problem is judged by tracegen.grading.programs"
+            )
         tests = [t for t in problem.tests if t.kind != "answer"]
         if not tests:
             setup = f"{problem.setup}\n" if problem.setup else ""
