@@ -116,6 +116,7 @@ NAME_ONLY = {
     # markers their parsers read (TEMPLATE_MARKERS) when a template writes them.
     "deepseek_v32",
     "gigachat3",
+    "lfm2",
     "longcat",
     "seed_oss",
     "step3",
@@ -157,6 +158,7 @@ def test_every_family_can_be_picked_from_a_template_or_its_name() -> None:
         ("allenai/Olmo-3-7B-Instruct", "olmo3"),
         ("ai-sage/GigaChat3-10B-A1.8B", "gigachat3"),
         ("deepseek-ai/DeepSeek-V3.2", "deepseek_v32"),
+        ("LiquidAI/LFM2.5-1.2B-Instruct", "lfm2"),
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v31"),
     ],
 )

@@ -39,7 +39,7 @@ from tracegen.parsing.formats_markup import (
     step3,
     step_deepresearch,
 )
-from tracegen.parsing.formats_pythonic import llama4_pythonic, olmo3, pythonic
+from tracegen.parsing.formats_pythonic import lfm2, llama4_pythonic, olmo3, pythonic
 from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools
 from tracegen.schema import ToolCall
 
@@ -67,6 +67,7 @@ PARSERS: dict[str, Parser] = {
     "longcat": longcat,
     "gigachat3": gigachat3,
     "olmo3": olmo3,
+    "lfm2": lfm2,
     "seed_oss": seed_oss,
     "step3": step3,
     "step_deepresearch": step_deepresearch,
@@ -114,6 +115,7 @@ TRY_ORDER: tuple[str, ...] = (
     "internlm",
     "longcat",
     "olmo3",
+    "lfm2",
     "hermes",
     "minimax",
     "mistral",
