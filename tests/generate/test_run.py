@@ -18,7 +18,7 @@ from tests.support.runs import (
     read,
     solver,
 )
-from tracegen.generate import executor
+from tracegen import errors
 from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
@@ -237,7 +237,7 @@ def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
     [failed] = read(workspace.rejects)
     assert (failed["problem_id"], failed["error"]["reason"]) == ("p7", "server_error")
     asked = [body for path, body, _ in model.requests if path == "/api/chat"]
-    assert sum(problem_number(body) == 7 for body in asked) == 1 + executor.MAX_PUT_BACKS
+    assert sum(problem_number(body) == 7 for body in asked) == 1 + errors.EPISODE_TRIES
     assert len(read(workspace.out)) == 11
 
 

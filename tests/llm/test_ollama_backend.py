@@ -243,6 +243,17 @@ async def test_a_server_failure_carries_the_server_message(fake_ollama: FakeOlla
     assert len(fake_ollama.requests) == 5
 
 
+@pytest.mark.parametrize("kind", ["error_line", "status"])
+async def test_a_servers_long_message_is_clipped_where_it_is_read(
+    fake_ollama: FakeOllama, kind: str
+) -> None:
+    fake_ollama.fail_next(*[Fault(kind, status=500, message="oom " * 100_000)] * 3)
+    async with backend(fake_ollama, max_attempts=3, retry_max_s=0.01) as b:
+        with pytest.raises(ServerError) as info:
+            await b.chat(request())
+    assert "oom oom" in str(info.value) and len(str(info.value)) < 500
+
+
 async def test_malformed_line_is_a_clear_protocol_error(fake_ollama: FakeOllama) -> None:
     fake_ollama.set_responder(lambda path, body: ANSWER)
     fake_ollama.fail_next(*[Fault("malformed")] * 3)

@@ -26,7 +26,7 @@ from tests.support.scenarios import (
     seed_of,
     serving,
 )
-from tracegen.generate.executor import MAX_PUT_BACKS
+from tracegen.errors import EPISODE_TRIES as MAX_PUT_BACKS
 from tracegen.generate.plan import episode_seed
 
 pytestmark = pytest.mark.slow  # whole runs in a child process against a faulty server

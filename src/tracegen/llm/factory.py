@@ -121,12 +121,20 @@ async def identify(
     """What answers at ``host`` (each kind in turn for ``auto``), or why nothing does.
 
     With one ``--backend``, any answer means the host is up, even when the server would not
-    say who it is; ``auto`` needs a server to recognise.
+    say who it is; ``auto`` needs a server to recognise. A kind whose key cannot go with the
+    URL's credentials is not asked; if no other kind answers, that is the error.
     """
     kinds = list(SERVERS) if settings.backend == AUTO else [settings.backend]
     problem = ""
+    conflict: ConfigError | None = None
     for kind in kinds:
-        probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+        try:
+            probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+        except ConfigError as e:  # this kind's key and the URL's credentials: if it is this kind
+            if settings.backend != AUTO:
+                raise
+            conflict = conflict or e
+            continue
         try:
             return Found(kind, await probe.server_info())
         except (BackendUnavailable, BackendTimeout) as e:
@@ -137,6 +145,8 @@ async def identify(
             await probe.aclose()
     if settings.backend != "auto":
         return Found(settings.backend, None)
+    if conflict is not None:
+        raise conflict
     return (
         f"neither Ollama nor an OpenAI-compatible server answers at {redact_url(host)} ({problem})"
     )

@@ -373,8 +373,10 @@ class HttpBackend:
             message = self.error_message(orjson.loads(raw))
         except orjson.JSONDecodeError:
             message = None
+        if message:
+            return clip(message, MESSAGE_CHARS)
         text = bytes(raw[:800]).decode(errors="replace").strip()
-        return message or clip(text, 200) or "no message"
+        return clip(text, 200) or "no message"
 
 
 def retry_after_s(value: str | None) -> float | None:
@@ -393,6 +395,10 @@ def retry_after_s(value: str | None) -> float | None:
 def first_bytes(raw: str | bytes | bytearray) -> bytes:
     """The first bytes of an answer, for an error message."""
     return raw[:64].encode() if isinstance(raw, str) else bytes(raw[:64])
+
+
+MESSAGE_CHARS = 400
+"""Characters of a server's error message kept for the error tracegen reports."""
 
 
 def clip(text: str | bytes | bytearray, limit: int = 80) -> str:

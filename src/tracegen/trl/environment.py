@@ -27,6 +27,7 @@ from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.generate.worker import EpisodeWorker
 from tracegen.grading.answers import extract_final_answer
+from tracegen.grading.programs import judge_for
 from tracegen.grading.reward import rescore
 from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
@@ -143,6 +144,9 @@ class TracegenEnvironment:
         box = (await self._loop.worker(self._settings)).runner
         if problem.kind == "math":
             return await check_answer(Solution(0, problem, code, None, None), box)
+        judge = judge_for(box) if problem.is_program else None
+        if judge is not None:
+            return await judge.judge(problem, code)
         return await box.run_tests(code, problem)
 
     def final_program(self) -> str | None:

@@ -95,6 +95,15 @@ class UsageFacts(msgspec.Struct, gc=False):
     requests: Count = 0
 
 
+class TestOutcomeFacts(msgspec.Struct, gc=False):
+    outcome: str | None = None
+
+
+class VerdictFacts(msgspec.Struct, gc=False):
+    outcome: str | None = None
+    tests: list[TestOutcomeFacts] | None = None
+
+
 class TraceFacts(msgspec.Struct, gc=False):
     """What stats needs from one trace line; every other field is skipped unread."""
 
@@ -114,6 +123,7 @@ class TraceFacts(msgspec.Struct, gc=False):
     logprobs: list[msgspec.Raw] | None = None
     usage: UsageFacts | None = None
     token_requests: list[msgspec.Raw] | None = None
+    verdict: VerdictFacts | None = None
 
 
 Cell = tuple[str, str, str]
@@ -214,6 +224,10 @@ class Stats:
     traces_with_hallucinations: int = 0
     strategies: Counter[str] = field(default_factory=Counter)
     logprobs: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    """Program problems: verdicts by outcome (``accepted``, ``wrong``, ``time``...)."""
+    test_outcomes: Counter[str] = field(default_factory=Counter)
+    """Program problems: their tests by outcome."""
     assistant_turns: int = 0
     turns_with_logprobs: int = 0
     model_requests: int = 0
@@ -249,6 +263,12 @@ class Stats:
         for strategy, n in metrics.parse_strategies.items():
             self.strategies[strategy] += n
         self.logprobs[facts.logprobs_status] += 1
+        verdict = facts.verdict
+        if verdict is not None and verdict.outcome is not None:
+            self.outcomes[verdict.outcome] += 1
+            for test in verdict.tests or ():
+                if test.outcome is not None:
+                    self.test_outcomes[test.outcome] += 1
         self.assistant_turns += sum(m.role == "assistant" for m in facts.messages or ())
         self.turns_with_logprobs += len(facts.logprobs or ())
         self.model_requests += facts.usage.requests if facts.usage else 0
@@ -327,6 +347,8 @@ class Stats:
         self.traces_with_hallucinations += other.traces_with_hallucinations
         self.strategies.update(other.strategies)
         self.logprobs.update(other.logprobs)
+        self.outcomes.update(other.outcomes)
+        self.test_outcomes.update(other.test_outcomes)
         self.assistant_turns += other.assistant_turns
         self.turns_with_logprobs += other.turns_with_logprobs
         self.model_requests += other.model_requests
@@ -367,6 +389,9 @@ class Stats:
             "pass_at_k": pass_at_k((n, c) for n, c in self.samples.values()),
             "pass_at_k_by_mode_model": self._pass_at_k_by_run(),
         }
+        if self.outcomes:  # program problems only: other traces' JSON is unchanged
+            out["outcomes"] = dict(self.outcomes.most_common())
+            out["test_outcomes"] = dict(self.test_outcomes.most_common())
         if self.by is not None:
             groups = sorted(self.groups.items())
             out["by"] = {"key": self.by, "groups": {k: g.summary() for k, g in groups}}
