@@ -144,6 +144,7 @@ def test_every_family_can_be_picked_from_a_template_or_its_name() -> None:
         ("zai-org/GLM-4.5-Air", "glm45"),
         ("openai/gpt-oss-20b", "openai"),
         ("ibm-granite/granite-3.3-8b-instruct", "granite"),
+        ("ibm-granite/granite-4.0-h-tiny", "granite4"),
         ("microsoft/Phi-4-mini-instruct", "phi4_mini_json"),
         ("Salesforce/Llama-xLAM-2-8b-fc-r", "xlam"),
         ("MiniMaxAI/MiniMax-M1-40k", "minimax"),

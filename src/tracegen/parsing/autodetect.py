@@ -74,7 +74,7 @@ NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"toolace", "pythonic"),
     (r"phi[-_.]?4[-_.]?mini", "phi4_mini_json"),
     (r"granite[-_.]?20b[-_.]?function", "granite-20b-fc"),
-    (r"granite[-_.]?4", "hermes"),
+    (r"granite[-_.]?4", "granite4"),
     (r"granite", "granite"),
     (r"(?:mistral|mixtral|ministral|devstral|magistral|codestral|pixtral)", "mistral"),
     (r"llama[-_.]?4", "llama4_pythonic"),

@@ -87,6 +87,7 @@ ALIASES: dict[str, str] = {
     "jamba": "minimax",
     "hunyuan_a13b": "minimax",
     "ernie45": "hermes",
+    "granite4": "hermes",
     # SGLang's names (python/sglang/srt/function_call/function_call_parser.py)
     "deepseekv3": "deepseek_v3",
     "deepseekv31": "deepseek_v31",
@@ -98,8 +99,8 @@ ALIASES: dict[str, str] = {
     "step3p5": "qwen3_coder",
 }
 """Other names for the same formats: vLLM's names for a layout another family shares (Jamba
-and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 writes Hermes'), SGLang's,
-tracegen's earlier ones."""
+and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes'),
+SGLang's, tracegen's earlier ones."""
 
 TRY_ORDER: tuple[str, ...] = (
     "kimi_k2",
