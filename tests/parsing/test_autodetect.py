@@ -114,6 +114,7 @@ def test_auto_picks_each_family_from_its_chat_template(parser: str) -> None:
 NAME_ONLY = {
     # Families whose chat template we hold no copy of: picked by the model's name, and by the
     # markers their parsers read (TEMPLATE_MARKERS) when a template writes them.
+    "apertus",
     "deepseek_v32",
     "gigachat3",
     "lfm2",
@@ -160,6 +161,7 @@ def test_every_family_can_be_picked_from_a_template_or_its_name() -> None:
         ("ai-sage/GigaChat3-10B-A1.8B", "gigachat3"),
         ("deepseek-ai/DeepSeek-V3.2", "deepseek_v32"),
         ("LiquidAI/LFM2.5-1.2B-Instruct", "lfm2"),
+        ("swiss-ai/Apertus-8B-Instruct-2509", "apertus"),
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v31"),
     ],
 )

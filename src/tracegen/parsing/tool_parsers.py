@@ -15,6 +15,7 @@ from __future__ import annotations
 from tracegen.errors import ConfigError
 from tracegen.parsing.autodetect import Choice, detect_tool_parser
 from tracegen.parsing.formats_json import (
+    apertus,
     deepseek,
     gigachat3,
     granite,
@@ -68,6 +69,7 @@ PARSERS: dict[str, Parser] = {
     "gigachat3": gigachat3,
     "olmo3": olmo3,
     "lfm2": lfm2,
+    "apertus": apertus,
     "seed_oss": seed_oss,
     "step3": step3,
     "step_deepresearch": step_deepresearch,
@@ -117,6 +119,7 @@ TRY_ORDER: tuple[str, ...] = (
     "longcat",
     "olmo3",
     "lfm2",
+    "apertus",
     "hermes",
     "minimax",
     "mistral",
