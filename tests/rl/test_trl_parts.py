@@ -119,16 +119,30 @@ def test_recorded_rollouts_serve_each_problems_records_in_turn(tmp_path: Path) -
     rollouts = RecordedRollouts(_records(tmp_path))
     assert rollouts.skipped == 1, "a record without logprobs would crash TRL"
     assert list(rollouts.by_problem) == ["add"], "the dataset's prompts (one per problem)"
-    out = rollouts(["add", "add", "add"], None)
-    assert out["id"] == ["feedback-0", "inline-1", "feedback-0"]
+    out = rollouts(["add", "add"], None)
+    assert out["id"] == ["feedback-0", "inline-1"]
     assert set(out) >= {"prompt_ids", "completion_ids", "logprobs", "env_mask", "reward"}
+    assert set(out) >= {"error_kind", "error_reason", "logprobs_kind", "turn", "token_source"}
     for ids, mask, logprobs in zip(
         out["completion_ids"], out["env_mask"], out["logprobs"], strict=True
     ):
         assert len(ids) == len(mask) == len(logprobs)
-    assert RecordedRollouts.reward([], [], reward=out["reward"]) == [1.0, 0.5, 1.0]
+    assert RecordedRollouts.reward([], [], reward=out["reward"]) == [1.0, 0.5]
+    assert rollouts(["add"], None)["id"] == ["feedback-0"], "the next round starts again"
     with pytest.raises(KeyError, match="sum"):
         rollouts(["sum"], None)
+
+
+def test_recorded_rollouts_never_repeat_a_record_to_fill_a_group(tmp_path: Path) -> None:
+    rollouts = RecordedRollouts(_records(tmp_path))
+    with pytest.raises(ValueError, match=r"problem 'add' has 2 records .* group of 3"):
+        rollouts(["add", "add", "add"], None)
+    grouped = RecordedRollouts(_records(tmp_path), group_size=2)
+    assert grouped.lacking == {"sum": 0}, "its one record has no logprobs"
+    assert "1 problem with fewer than 2 records left out: sum (0)" in grouped.describe()
+    assert grouped.dataset()["prompt"] == ["add"]
+    with pytest.raises(InputFileError, match=r"no problem has 3 records .*add \(2\), sum \(0\)"):
+        RecordedRollouts(_records(tmp_path), group_size=3)
 
 
 def test_recorded_rollouts_refuse_what_is_not_trl_records(tmp_path: Path) -> None:
