@@ -406,10 +406,7 @@ class TracegenEnv(BaseEnv):
         """Run the eval split (``--env.eval_problems``, else the training problems),
         ``--env.num_samples`` episodes a problem, and report pass@1 and pass@k."""
         s = self.run_settings
-        if self.config.eval_problems is not None:
-            problems = load_problems(self.config.eval_problems)
-        else:
-            problems = self.problems
+        problems = evaluation_problems(self.config.eval_problems, s.limit, self.problems)
         plan = Plan(problems, self.generation, self.system_prompt, s.num_samples, s.seed)
         started = time.time()
         limit = asyncio.Semaphore(max(1, self.config.max_eval_workers))
@@ -488,3 +485,13 @@ def _exit_status(error: BaseException) -> int:
     if isinstance(error, KeyboardInterrupt):
         return 130
     raise error
+
+
+def evaluation_problems(
+    source: str | None, limit: int | None, training: list[Problem]
+) -> list[Problem]:
+    """The problems ``evaluate`` runs: ``--env.eval_problems`` (its first ``--env.limit``),
+    else the training problems (already limited)."""
+    if source is None:
+        return training
+    return load_problems(source, limit=limit)
