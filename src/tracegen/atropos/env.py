@@ -59,6 +59,7 @@ from tracegen.data.prompts import load_prompt
 from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import BackendUnavailable, ConfigError, TracegenError
+from tracegen.export.tokens.gguf_hf import cached_hf_tokenizer
 from tracegen.export.tokens.sequences import Decoder
 from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
 from tracegen.generate.command import constrained
@@ -149,13 +150,18 @@ class TracegenEnv(BaseEnv):
             model_name=server.model_name,
             api_key=getattr(server, "api_key", None),
         )
+        self.tokenizer_source = Path(config.tokenizer_name)
+        """``--env.tokenizer_name`` as given (a GGUF file is read by llama.cpp to retokenize)."""
+        if self.tokenizer_source.suffix == ".gguf":
+            made = cached_hf_tokenizer(self.tokenizer_source)  # what AutoTokenizer reads
+            config = config.model_copy(update={"tokenizer_name": str(made)})
         try:
             super().__init__(config, server_configs, slurm=slurm, testing=testing)
         except (OSError, ValueError) as e:
             reason = " ".join(str(e).split())[:200]
             raise ConfigError(
                 f"--env.tokenizer_name {config.tokenizer_name}: cannot load it ({reason}); "
-                "give a local Hugging Face tokenizer directory"
+                "give a local Hugging Face tokenizer directory or the model's .gguf file"
             ) from None
         self.sent_groups = 0
         self.unsent_groups = 0
@@ -192,7 +198,7 @@ class TracegenEnv(BaseEnv):
         self.generation = settings.generation()
         self.plan = Plan(self.problems, self.generation, self.system_prompt, 1, s.seed)
         if self.config.token_ids == "retokenized":
-            self.retokenizer = load_tokenizer(Path(self.config.tokenizer_name))
+            self.retokenizer = load_tokenizer(self.tokenizer_source)
         self.pool = await open_pool(
             settings, on_retry=log.info, warn=_say, continues_message=mode.continues_message
         )
