@@ -78,15 +78,17 @@ def test_the_atropos_env_takes_a_gguf_as_its_tokenizer(tmp_path: Path) -> None:
     from tracegen.export.tokens.tokenizer import load_tokenizer
 
     os.environ.setdefault("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    config = TracegenEnvConfig(tokenizer_name=str(gguf), use_wandb=False)
     server = APIServerConfig(
         base_url="http://127.0.0.1:9/v1", model_name="m", api_key="x", health_check=False
     )
-    env = TracegenEnv(config, [server])
     llama = load_tokenizer(gguf)
     try:
         text = "<|im_start|>user\nWhat is 2 + 2? Écris-le.<|im_end|>\n"
         ids = llama.encode(text)
-        assert env.tokenizer.decode(ids) == text, "decodes llama.cpp's ids exactly"
+        for name in (str(gguf), "smollm2-135m"):  # the file, or the model tracegen.serve serves
+            config = TracegenEnvConfig(tokenizer_name=name, use_wandb=False)
+            env = TracegenEnv(config, [server])
+            assert env.tokenizer.decode(ids) == text, "decodes llama.cpp's ids exactly"
+            assert env.tokenizer_source == gguf
     finally:
         llama.close()

@@ -67,6 +67,7 @@ from tracegen.generate.plan import Plan
 from tracegen.jsonl import JsonlWriter
 from tracegen.llm.base import session
 from tracegen.llm.factory import open_pool
+from tracegen.llm.packaged import PACKAGED, find_model
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
 from tracegen.problems import load_problems
@@ -150,8 +151,9 @@ class TracegenEnv(BaseEnv):
             model_name=server.model_name,
             api_key=getattr(server, "api_key", None),
         )
-        self.tokenizer_source = Path(config.tokenizer_name)
-        """``--env.tokenizer_name`` as given (a GGUF file is read by llama.cpp to retokenize)."""
+        self.tokenizer_source = _tokenizer_source(config.tokenizer_name)
+        """``--env.tokenizer_name`` as given (a GGUF file, or a packaged model's, is read by
+        llama.cpp to retokenize)."""
         if self.tokenizer_source.suffix == ".gguf":
             made = cached_hf_tokenizer(self.tokenizer_source)  # what AutoTokenizer reads
             config = config.model_copy(update={"tokenizer_name": str(made)})
@@ -501,3 +503,11 @@ def evaluation_problems(
     if source is None:
         return training
     return load_problems(source, limit=limit)
+
+
+def _tokenizer_source(name: str) -> Path:
+    """``--env.tokenizer_name``: a packaged model's name (``smollm2-135m``, what ``python -m
+    tracegen.serve`` serves) is its GGUF file; anything else a path."""
+    if name in PACKAGED:
+        return find_model(name).info.path
+    return Path(name)
