@@ -285,3 +285,21 @@ def test_judged_episodes_go_to_a_trace_file_stats_reads(
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)
     assert report["traces"] == 2 and report["success_rate"] == 0.5
+
+
+def test_a_sandbox_closed_while_a_call_was_on_its_way_is_started_again(
+    env: TracegenEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracegen.trl import environment
+
+    env.reset(problem=orjson.dumps(ADD_PROBLEM).decode())
+    stale = environment._SandboxLoop.shared()
+    close_sandboxes()
+    handed = iter([stale])
+    shared = environment._SandboxLoop.shared.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        environment._SandboxLoop,
+        "shared",
+        classmethod(lambda cls: next(handed, None) or shared(cls)),
+    )
+    assert orjson.loads(env.python("print(3)"))["stdout"] == "3\n"

@@ -51,6 +51,10 @@ def wait_s(exec_timeout: float) -> float:
     return 120.0 + 20.0 * exec_timeout
 
 
+class _LoopClosed(RuntimeError):
+    """The loop was closed (`close_sandboxes`) between taking it and using it."""
+
+
 class _SandboxLoop:
     """One event loop thread holding the process's sandboxes (one per isolation and limits)."""
 
@@ -89,7 +93,7 @@ class _SandboxLoop:
         """The result of ``call`` on the sandbox loop; `TimeoutError` after ``timeout`` s."""
         if not self.loop.is_running():
             call.close()
-            raise RuntimeError("the sandbox loop is closed")
+            raise _LoopClosed("the sandbox loop is closed")
         future = asyncio.run_coroutine_threadsafe(call, self.loop)
         try:
             return future.result(timeout=timeout)
@@ -136,13 +140,20 @@ class TracegenEnvironment:
 
     def _on_sandbox(self, use: Callable[[Sandbox], Awaitable[T]]) -> T:
         """``use`` of the process's sandbox, on its loop (started again if `close_sandboxes`
-        ended it), waiting at most `wait_s`."""
-        loop, s = _SandboxLoop.shared(), self._settings
+        ended it, even while this call was on its way), waiting at most `wait_s`."""
+        s = self._settings
+        for attempt in range(2):
+            loop = _SandboxLoop.shared()
 
-        async def call() -> T:
-            return await use(await loop.sandbox(s.sandbox, s.exec_timeout))
+            async def call(loop: _SandboxLoop = loop) -> T:
+                return await use(await loop.sandbox(s.sandbox, s.exec_timeout))
 
-        return loop.run(call(), wait_s(s.exec_timeout))
+            try:
+                return loop.run(call(), wait_s(s.exec_timeout))
+            except _LoopClosed:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     @property
     def problem(self) -> Problem | None:
