@@ -167,6 +167,13 @@ def test_unreachable_server_is_one_line_and_exit_1(cli, workspace):
     assert "ollama serve" in line
 
 
+def test_a_run_no_server_answered_leaves_no_files(cli, workspace):
+    result = cli(workspace.args(dead_url()))
+    assert result.exit_code == 1
+    made = {workspace.out, workspace.rejects, workspace.out.with_name("traces.jsonl.state")}
+    assert not made & set(workspace.dir.iterdir())
+
+
 def test_unknown_model_stops_the_run_with_one_line(cli, model, workspace):
     args = workspace.args(model)
     args[args.index("test-model")] = "no-such-model"
@@ -293,17 +300,15 @@ def test_auto_reads_the_embedded_models_chat_template_and_the_hash_ignores_its_c
     from types import SimpleNamespace
 
     from tracegen.config import RunSettings
-    from tracegen.generate.command import with_tool_parser
+    from tracegen.generate.setup import tool_parser
 
     template = "{{- '<|im_system|>tool_declare<|im_middle|>' -}}"  # Kimi-K2's (llama.cpp's copy)
     local = SimpleNamespace(
         local=SimpleNamespace(template=None, info=SimpleNamespace(chat_template=template))
     )
-    said: list[str] = []
     settings = RunSettings(model="model.gguf", mode="native-tools")
-    chosen = with_tool_parser(settings, local, said.append)  # type: ignore[arg-type]
-    assert chosen.tool_parser_chosen == "kimi_k2"
-    assert said == ["tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"]
-    assert chosen.generation().digest("p") == settings.generation().digest("p")
+    chosen, said = tool_parser(settings, local)  # type: ignore[arg-type]
+    assert chosen == "kimi_k2"
+    assert said == "tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"
     explicit = settings.model_copy(update={"tool_parser": "auto"})
     assert explicit.generation().digest("p") == settings.generation().digest("p")

@@ -78,7 +78,7 @@ class LazyCommand:
 
     def command(self) -> Any:
         if self._command is None:
-            one = typer.Typer(add_completion=False, rich_markup_mode=None)
+            one = typer.Typer(add_completion=False, rich_markup_mode="rich")
             one.command(self.name)(self.build())
             self._command = typer.main.get_command(one)
             self._command.name = self.name

@@ -28,8 +28,7 @@ from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
 from tracegen.grading.filters import Filters
 from tracegen.llm.pool import HostPool
-from tracegen.sandbox.base import CodeRunner
-from tracegen.schema import ExecResult, Problem, Trace
+from tracegen.schema import Trace
 
 GRACE_S = 5.0
 MAX_PUT_BACKS = 5
@@ -92,23 +91,6 @@ class Recorder:
         self.stats.add(trace, outcome)
         self.reporter.update()
         return True
-
-
-class CountingRunner:
-    """A `CodeRunner` that counts the executions it passes on (``executions``)."""
-
-    def __init__(self, runner: CodeRunner) -> None:
-        self.runner = runner
-        self.isolation = runner.isolation
-        self.executions = 0
-
-    async def run_tests(self, code: str, problem: Problem) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_tests(code, problem)
-
-    async def run_code(self, code: str) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_code(code)
 
 
 class Executor:

@@ -137,6 +137,11 @@ class RunFiles:
                 if rejects.resolve() == taken.resolve():
                     raise ConfigError(f"--rejects {rejects} is {what}; give another file")
             kinds[rejects] = TRACE_SCHEMA
+        self._created = [
+            p for p in (output, rejects, self.state) if p is not None and not p.exists()
+        ]
+        """The files this run makes: removed again when it records nothing (`close`)."""
+        self.recorded = 0
         self._lock = _RunLock(self.state, output)
         try:
             _prepare(kinds, overwrite=overwrite, warn=warn)
@@ -213,11 +218,18 @@ class RunFiles:
             )
         )
         self.done.add(trace.key)
+        self.recorded += 1
 
     def close(self) -> None:
+        """Close the files; those this run made are removed when it recorded nothing (no
+        server answered, nothing to do, an interrupt before the first episode ended)."""
         for w in (self._out, self._rej, self._state):
             if w is not None:
                 w.close()
+        if self.recorded == 0:
+            for path in self._created:
+                with contextlib.suppress(OSError):
+                    path.unlink()
         self._lock.release()
 
 

@@ -56,8 +56,8 @@ def text_parser(session: Session) -> str | None:
     settings = session.settings
     if settings.tool_parser and settings.tool_parser != AUTO:
         return settings.tool_parser
-    if settings.tool_parser_chosen:
-        return settings.tool_parser_chosen
+    if session.spec.choices.tool_parser:
+        return session.spec.choices.tool_parser
     return choose_parser(None, None, settings.model).parser
 
 

@@ -67,3 +67,11 @@ def is_complete(code: str, entry_point: str | None) -> bool:
         and any(isinstance(x, _RETURNS) for x in ast.walk(n))
         for n in tree.body
     )
+
+
+def final_program(programs: list[str], entry_point: str | None) -> str | None:
+    """The program that is judged among ``programs`` (in the order written): the last that
+    defines the entry point, else the last one."""
+    defining = [p for p in programs if defines(p, entry_point)]
+    chosen = defining or programs
+    return chosen[-1] if chosen else None

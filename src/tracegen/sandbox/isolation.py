@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracegen.config import SANDBOXES
 from tracegen.errors import SandboxError
-from tracegen.sandbox.base import IsolationChoice, IsolationInfo
+from tracegen.sandbox.base import IsolationInfo
 
 UID_BASE = 3_000_000_000
 UIDS_PER_PROCESS = 256
@@ -26,7 +27,6 @@ last slot is the judges': they never share a uid with the code they judge. The o
 the cleanup helper's real uid while it kills an execution's leftovers: a uid no process has,
 so none of them can signal it."""
 _free_slots = list(range(UIDS_PER_PROCESS - 3, -1, -1))
-CHOICES = ("auto", "bwrap", "builtin", "rlimit")
 SOURCES = ("_confine", "_wire", "_harness", "_zygote")
 """The modules sent compiled to ``python -I -S``, each importing only those before it."""
 _BOOT = """\
@@ -281,14 +281,14 @@ def builtin_layers() -> BuiltinLayers:
     )
 
 
-def detect_isolation(choice: IsolationChoice | str = "auto") -> IsolationInfo:
+def detect_isolation(choice: str = "auto") -> IsolationInfo:
     """What ``choice`` gives on this machine, or a `SandboxError` saying what to install.
 
     ``auto`` is bubblewrap where it runs, else the built-in isolation; where neither can
     isolate network or files, only an explicit ``rlimit`` runs generated code.
     """
-    if choice not in CHOICES:
-        raise SandboxError(f"unknown sandbox {choice!r}: use auto, bwrap, builtin or rlimit")
+    if choice not in SANDBOXES:
+        raise SandboxError(f"--sandbox: expected one of {', '.join(SANDBOXES)}, got {choice!r}")
     if choice == "rlimit":
         return IsolationInfo(name="rlimit", detail=_RLIMIT_DETAIL + _uid_note())
     why_not_bwrap = None

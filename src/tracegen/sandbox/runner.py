@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from tracegen.errors import SandboxError
 from tracegen.sandbox import _wire
 from tracegen.sandbox._confine import seccomp_supported
-from tracegen.sandbox.base import IsolationChoice, IsolationName, SandboxLimits
+from tracegen.sandbox.base import IsolationName, SandboxLimits
 from tracegen.sandbox.isolation import (
     SAFE_ENV,
     builtin_layers,
@@ -377,7 +377,7 @@ class Sandbox:
 
     def __init__(
         self,
-        isolation: IsolationChoice | str = "auto",
+        isolation: str = "auto",
         limits: SandboxLimits | None = None,
         concurrency: int | None = None,
     ) -> None:

@@ -18,8 +18,9 @@ the scripts printed. A math problem's answer is the final answer of the completi
 reply (``#### N``, ``\\boxed{}``…), else the one the final program prints when run again.
 
 The sandbox is shared by every instance of the process, on an event loop of its own (TRL
-calls tools from its own threads and loops); `close_sandboxes` ends it, and the next call of
-any instance starts a new one. Every wait for the sandbox has a timeout (`wait_s`).
+calls tools from its own threads and loops), each an `EpisodeWorker`'s
+(`tracegen.generate.worker`); `close_sandboxes` ends it, and the next call of any instance
+starts a new one. Every wait for the sandbox has a timeout (`wait_s`).
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from typing import Any, TypeVar
 
 from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
+from tracegen.generate.worker import EpisodeWorker
 from tracegen.grading.answers import extract_final_answer, grade_answer
 from tracegen.grading.reward import DEFAULT_WEIGHTS, RewardWeights, rescore
 from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
 from tracegen.parsing.segment import segment
-from tracegen.sandbox import Sandbox, SandboxLimits
+from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import ExecResult, Metrics, Problem, Trace, TraceError
 from tracegen.trl.dataset import PROBLEM_COLUMN
 from tracegen.trl.messages import Completion, assistant_texts
@@ -67,7 +69,7 @@ class _SandboxLoop:
             target=self.loop.run_forever, name="tracegen-sandbox", daemon=True
         )
         self.thread.start()
-        self.sandboxes: dict[tuple[str, float], Sandbox] = {}
+        self.workers: dict[tuple[str, float], EpisodeWorker] = {}
         # Closed before the interpreter stops the thread pools the sandbox's shutdown uses
         # (``atexit`` runs after that; threading's own exit hooks run first, newest first).
         threading._register_atexit(self.close)  # type: ignore[attr-defined]
@@ -101,19 +103,18 @@ class _SandboxLoop:
             future.cancel()
             raise
 
-    async def sandbox(self, isolation: str, timeout_s: float) -> Sandbox:
-        key = (isolation, timeout_s)
-        if key not in self.sandboxes:
-            box = Sandbox(isolation=isolation, limits=SandboxLimits.for_timeout(timeout_s))
-            await box.__aenter__()
-            self.sandboxes[key] = box
-        return self.sandboxes[key]
+    async def worker(self, settings: RunSettings) -> EpisodeWorker:
+        """The worker of ``settings``' isolation and execution time, warm."""
+        key = (settings.sandbox, settings.exec_timeout)
+        if key not in self.workers:
+            self.workers[key] = await EpisodeWorker(settings).open()
+        return self.workers[key]
 
     def close(self) -> None:
         async def close_all() -> None:
-            for box in self.sandboxes.values():
-                await box.aclose()
-            self.sandboxes.clear()
+            for worker in self.workers.values():
+                await worker.aclose()
+            self.workers.clear()
 
         if self.loop.is_running():
             asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(timeout=30)
@@ -138,7 +139,7 @@ class TracegenEnvironment:
         self._problem: Problem | None = None
         self._scripts: list[str] = []
 
-    def _on_sandbox(self, use: Callable[[Sandbox], Awaitable[T]]) -> T:
+    def _on_sandbox(self, use: Callable[[CodeRunner], Awaitable[T]]) -> T:
         """``use`` of the process's sandbox, on its loop (started again if `close_sandboxes`
         ended it, even while this call was on its way), waiting at most `wait_s`."""
         s = self._settings
@@ -146,7 +147,7 @@ class TracegenEnvironment:
             loop = _SandboxLoop.shared()
 
             async def call(loop: _SandboxLoop = loop) -> T:
-                return await use(await loop.sandbox(s.sandbox, s.exec_timeout))
+                return await use((await loop.worker(s)).runner)
 
             try:
                 return loop.run(call(), wait_s(s.exec_timeout))
@@ -197,7 +198,7 @@ class TracegenEnvironment:
         return tool_json(result)
 
 
-async def _judge(box: Sandbox, problem: Problem, code: str) -> ExecResult:
+async def _judge(box: CodeRunner, problem: Problem, code: str) -> ExecResult:
     if problem.kind == "math":
         return await check_answer(Solution(0, problem, code, None, None), box)
     return await box.run_tests(code, problem)
