@@ -165,6 +165,31 @@ def test_every_entry_point_starts_from_the_run_setup() -> None:
         assert "tracegen.generate.worker" in graph[entry], entry
 
 
+def test_modes_ask_for_capabilities_never_which_backend_answered() -> None:
+    """A mode reads what a backend can do (`Capabilities`, a completion's flags), never which
+    backend it is: no mode imports a backend's module."""
+    backends = {"tracegen.llm.local", "tracegen.llm.ollama", "tracegen.llm.openai"}
+    found = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted((PACKAGE / "modes").glob("*.py"))
+        for module in _imports(path) & backends
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_every_console_is_the_sanitising_one() -> None:
+    """Tables and panels reach the terminal through `tracegen.terminal`'s console, which escapes
+    control and bidirectional characters: no other module makes a Rich console."""
+    made = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "terminal.py"
+        and SANDBOX_PACKAGE not in path.parents
+        and _calls(path, "Console")
+    ]
+    assert not made, "make consoles with tracegen.terminal.console: " + ", ".join(made)
+
+
 @pytest.mark.slow
 def test_types_check() -> None:
     result = subprocess.run(

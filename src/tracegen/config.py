@@ -355,6 +355,14 @@ class RunSettings(GenerationSettings):
         description="The most bytes one model answer may hold (default: from max_tokens).",
         json_schema_extra=NO_CLI,
     )
+    max_outage_s: float = Field(
+        default=600.0,
+        ge=MIN_SECONDS,
+        le=MAX_SECONDS,
+        description="Seconds every host may fail in a row before the run stops with exit 1 "
+        "(a server restarting within it is waited out).",
+        json_schema_extra=NO_CLI,
+    )
     retry_initial_s: float = Field(
         default=1.0,
         ge=0,

@@ -19,7 +19,7 @@ from tests.support.runs import (
     read,
     solver,
 )
-from tracegen.generate import executor
+from tracegen import errors
 from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
@@ -149,12 +149,13 @@ def test_a_server_down_for_too_long_stops_the_run_with_a_resume_hint(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=0.3))
+    monkeypatch.setenv("TRACEGEN_MAX_OUTAGE_S", "0.3")
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05))
     model.fail_randomly(1.0, ["status"], seed=1)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
-    assert "no host has answered" in line and "run the same command to resume" in line
+    assert "no host has answered for 0.3s" in line and "run the same command to resume" in line
     assert read(workspace.out) == []
     assert len(read(workspace.rejects)) < 12
 
@@ -244,7 +245,8 @@ def test_episodes_caught_in_a_short_outage_run_again_instead_of_failing(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=30))
+    monkeypatch.setenv("TRACEGEN_MAX_OUTAGE_S", "30")
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05))
     model.fail_next(*[Fault("status", 503)] * 10)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 0, result.output
@@ -266,7 +268,7 @@ def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
     [failed] = read(workspace.rejects)
     assert (failed["problem_id"], failed["error"]["reason"]) == ("p7", "server_error")
     asked = [body for path, body, _ in model.requests if path == "/api/chat"]
-    assert sum(problem_number(body) == 7 for body in asked) == 1 + executor.MAX_PUT_BACKS
+    assert sum(problem_number(body) == 7 for body in asked) == 1 + errors.EPISODE_TRIES
     assert len(read(workspace.out)) == 11
 
 

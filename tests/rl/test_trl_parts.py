@@ -303,3 +303,20 @@ def test_a_sandbox_closed_while_a_call_was_on_its_way_is_started_again(
         classmethod(lambda cls: next(handed, None) or shared(cls)),
     )
     assert orjson.loads(env.python("print(3)"))["stdout"] == "3\n"
+
+
+def test_a_program_problem_is_rewarded_by_every_test_private_ones_included(
+    env: TracegenEnvironment,
+) -> None:
+    from tests.support.programs import PYTHON, SUM
+
+    problem = SUM.model_dump_json(by_alias=True)
+    env.reset(problem=problem, prompt=[])
+    env.python(PYTHON["accepted"])
+    trace = episode_trace(env)
+    assert trace.verdict is not None and trace.verdict.outcome == "accepted"
+    assert trace.reward == 1.0
+    env.reset(problem=problem, prompt=[])
+    env.python(PYTHON["hard-coded"])  # the public test's answer, printed
+    verdict = episode_trace(env).verdict
+    assert verdict is not None and [t.outcome for t in verdict.tests] == ["accepted", "wrong"]

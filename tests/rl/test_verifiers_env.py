@@ -83,3 +83,16 @@ def test_vf_eval_scores_rollouts_as_tracegen_judges_them(llama_server: str, tmp_
         assert (verdict["status"] == "ok") == (solution["score"] == 1.0), (verdict, solution)
         assert solution["success"] <= solution["score"]
         assert verdict["passed"] / verdict["total"] == solution["score"], (verdict, solution)
+
+
+def test_load_environment_gives_tracegen_s_problems_as_tasks(tmp_path: Path) -> None:
+    from tracegen.errors import ConfigError
+    from tracegen_verifiers import load_environment
+
+    problems = add_problems(tmp_path / "add.jsonl", 3)
+    env = load_environment(problems=str(problems), mode="markers", sandbox="builtin")
+    tasks = list(env.taskset.load())
+    assert [t.data.problem_id for t in tasks] == ["add0", "add1", "add2"]
+    assert tasks[0].data.prompt is None and "<code>" in tasks[0].data.system_prompt
+    with pytest.raises(ConfigError, match="inline-tools does not run under verifiers"):
+        list(load_environment(problems=str(problems), mode="inline-tools").taskset.load())

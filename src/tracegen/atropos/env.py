@@ -70,6 +70,7 @@ from tracegen.llm.packaged import PACKAGED, find_model
 from tracegen.llm.pool import HostPool
 from tracegen.problems import load_problems
 from tracegen.schema import Problem, Trace
+from tracegen.terminal import one_line, printable
 
 log = logging.getLogger("tracegen.atropos")
 
@@ -125,7 +126,7 @@ TracegenEnvConfig = create_model(
 
 
 def _say(text: str) -> None:
-    print(f"tracegen: {text}", file=sys.stderr, flush=True)
+    print(f"tracegen: {printable(text)}", file=sys.stderr, flush=True)
 
 
 class TracegenEnv(BaseEnv):
@@ -292,11 +293,11 @@ class TracegenEnv(BaseEnv):
         traces = await asyncio.gather(*(self._episode(s) for s in specs))
         failure = environment_failure(traces)
         if failure is not None:  # not the policy's doing: no reward, the problem again later
-            log.warning("group of %s run again later: %s", problem.id, failure)
+            log.warning("group of %s run again later: %s", printable(problem.id), one_line(failure))
             return None, [(problem, round_ + RETRY_ROUNDS)]
         group = scored_group(traces, size, self.retokenizer, self._checker(traces))
         for why in group.dropped:
-            log.warning("episode left out of its group: %s", why)
+            log.warning("episode left out of its group: %s", one_line(why))
         return group.data, []
 
     # ------------------------------------------------------------ delivery

@@ -180,6 +180,7 @@ class HandedEpisode:
 
     def cancel(self) -> None:
         """Stop the episode (its turn is never answered)."""
+        self._pending = None
         if self._task is not None and not self._task.done():
             self._task.cancel()
 

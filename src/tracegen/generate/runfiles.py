@@ -38,7 +38,7 @@ from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, OutputError
 from tracegen.generate.plan import PlanFingerprint
 from tracegen.grading.filters import Outcome
-from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail, special_file
+from tracegen.jsonl import JsonlWriter, check_outputs, iter_lines, repair_tail, special_file
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
 
 STATE_SCHEMA: Final = "tracegen.state/1"
@@ -125,6 +125,7 @@ class RunFiles:
         self.state = state_path(output)
         self.settings_hash = settings_hash
         self.plan = plan
+        check_outputs((), output, rejects)
         for p in (output, rejects):
             if p is not None and p.suffix == ".gz":
                 raise ConfigError(

@@ -19,6 +19,7 @@ from tracegen.llm.base import Backend, session
 from tracegen.modes import get_mode
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.sandbox.base import CodeRunner
+from tracegen.sandbox.runner import ProcessRun
 from tracegen.schema import ExecResult, Problem, Trace
 
 
@@ -37,6 +38,15 @@ class CountingRunner:
     async def run_code(self, code: str) -> ExecResult:
         self.executions += 1
         return await self.runner.run_code(code)
+
+    async def run_process(
+        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+    ) -> ProcessRun:
+        """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
+        self.executions += 1
+        return await self.runner.run_process(  # type: ignore[attr-defined]
+            code, timeout_s=timeout_s, output_bytes=output_bytes
+        )
 
 
 class EpisodeWorker:

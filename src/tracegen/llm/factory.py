@@ -4,6 +4,7 @@ host (``--backend auto``), or run the embedded model when nothing does; open the
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,12 +121,20 @@ async def identify(
     """What answers at ``host`` (each kind in turn for ``auto``), or why nothing does.
 
     With one ``--backend``, any answer means the host is up, even when the server would not
-    say who it is; ``auto`` needs a server to recognise.
+    say who it is; ``auto`` needs a server to recognise. A kind whose key cannot go with the
+    URL's credentials is not asked; if no other kind answers, that is the error.
     """
     kinds = list(SERVERS) if settings.backend == AUTO else [settings.backend]
     problem = ""
+    conflict: ConfigError | None = None
     for kind in kinds:
-        probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+        try:
+            probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+        except ConfigError as e:  # this kind's key and the URL's credentials: if it is this kind
+            if settings.backend != AUTO:
+                raise
+            conflict = conflict or e
+            continue
         try:
             return Found(kind, await probe.server_info())
         except (BackendUnavailable, BackendTimeout) as e:
@@ -136,6 +145,8 @@ async def identify(
             await probe.aclose()
     if settings.backend != "auto":
         return Found(settings.backend, None)
+    if conflict is not None:
+        raise conflict
     return (
         f"neither Ollama nor an OpenAI-compatible server answers at {redact_url(host)} ({problem})"
     )
@@ -232,7 +243,7 @@ async def open_pool(
         except BaseException:
             await model.aclose()
             raise
-        pool = HostPool([model], limit=settings.concurrency)
+        pool = HostPool([model], limit=settings.concurrency, max_outage_s=math.inf)  # in process
         pool.kind = "local"
         return pool
     answers = await asyncio.gather(*(identify(settings, h) for h in settings.hosts))
@@ -253,7 +264,7 @@ async def open_pool(
         )
         for h in settings.hosts
     ]
-    pool = HostPool(backends, limit=settings.concurrency)
+    pool = HostPool(backends, limit=settings.concurrency, max_outage_s=settings.max_outage_s)
     pool.kind = kind
     try:
         for backend in backends:

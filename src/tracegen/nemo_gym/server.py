@@ -29,12 +29,14 @@ from pydantic import Field, PrivateAttr
 
 from tracegen.config import RunSettings
 from tracegen.errors import SandboxError
+from tracegen.generate.worker import EpisodeWorker
 from tracegen.grading.answers import extract_final_answer
+from tracegen.grading.programs import ProgramJudge
 from tracegen.grading.verdicts import Solution, verify_one
 from tracegen.parsing.program import final_program
 from tracegen.parsing.segment import segment
 from tracegen.problems import load_problems
-from tracegen.sandbox import Sandbox, SandboxLimits
+from tracegen.sandbox.programs import Programs
 from tracegen.schema import Problem
 
 
@@ -65,7 +67,8 @@ class TracegenResourcesServer(SimpleResourcesServer):
     config: TracegenResourcesServerConfig
     _settings: RunSettings = PrivateAttr()
     _problems: dict[str, Problem] = PrivateAttr()
-    _sandbox: Sandbox | None = PrivateAttr(default=None)
+    _worker: EpisodeWorker | None = PrivateAttr(default=None)
+    _judge: ProgramJudge | None = PrivateAttr(default=None)
     _opening: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
 
     def model_post_init(self, context: Any) -> None:
@@ -78,19 +81,18 @@ class TracegenResourcesServer(SimpleResourcesServer):
         app.router.on_shutdown.append(self.aclose)
         return app
 
-    async def sandbox(self) -> Sandbox:
+    async def worker(self) -> tuple[EpisodeWorker, ProgramJudge]:
+        """The warm worker whose sandbox judges every response, and its program judge."""
         async with self._opening:
-            if self._sandbox is None:
-                s = self._settings
-                box = Sandbox(isolation=s.sandbox, limits=SandboxLimits.for_timeout(s.exec_timeout))
-                await box.__aenter__()
-                self._sandbox = box
-        return self._sandbox
+            if self._worker is None or self._judge is None:
+                self._worker = await EpisodeWorker(self._settings).open()
+                self._judge = ProgramJudge(Programs(self._worker.sandbox))
+        return self._worker, self._judge
 
     async def aclose(self) -> None:
-        if self._sandbox is not None:
-            box, self._sandbox = self._sandbox, None
-            await box.aclose()
+        if self._worker is not None:
+            worker, self._worker, self._judge = self._worker, None, None
+            await worker.aclose()
 
     async def verify(self, body: TracegenVerifyRequest) -> TracegenVerifyResponse:
         problem_id = str(body.verifier_metadata.get("problem_id", ""))
@@ -102,9 +104,9 @@ class TracegenResourcesServer(SimpleResourcesServer):
         answer = extract_final_answer(text) if problem.kind == "math" else None
         fields: dict[str, Any] = {"problem_id": problem_id, "program": program, "answer": answer}
         try:
-            verdict = await verify_one(
-                Solution(0, problem, program, answer, None), await self.sandbox()
-            )
+            worker, judge = await self.worker()
+            solution = Solution(0, problem, program, answer, None)
+            verdict = await verify_one(solution, worker.sandbox, judge)
         except SandboxError as e:
             return TracegenVerifyResponse(
                 **body.model_dump(),

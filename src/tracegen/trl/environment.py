@@ -34,6 +34,7 @@ from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.generate.worker import EpisodeWorker
 from tracegen.grading.answers import extract_final_answer, grade_answer
+from tracegen.grading.programs import judge_for
 from tracegen.grading.reward import DEFAULT_WEIGHTS, RewardWeights, rescore
 from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
@@ -201,6 +202,9 @@ class TracegenEnvironment:
 async def _judge(box: CodeRunner, problem: Problem, code: str) -> ExecResult:
     if problem.kind == "math":
         return await check_answer(Solution(0, problem, code, None, None), box)
+    judge = judge_for(box) if problem.is_program else None
+    if judge is not None:
+        return await judge.judge(problem, code)
     return await box.run_tests(code, problem)
 
 

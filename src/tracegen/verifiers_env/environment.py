@@ -137,3 +137,18 @@ class TracegenEnv(vf.Env[TracegenEnvConfig]):
             "final_code": event.final_code,
             "verdict": None if event.verdict is None else event.verdict.status,
         }
+
+
+ENV_ID = "tracegen-verifiers"
+"""The environment's id: verifiers imports the top-level module it names,
+``tracegen_verifiers``."""
+
+
+def load_environment(**settings: Any) -> TracegenEnv:
+    """The environment, its taskset tracegen's problems under ``settings`` (``tracegen
+    run``'s: ``problems``, ``mode``, ``sandbox``…), built as ``vf-eval`` builds it."""
+    from verifiers.v1.utils.loaders import load_environment as load
+
+    config = TracegenEnvConfig.model_validate({"taskset": {"id": ENV_ID, "tracegen": settings}})
+    env: TracegenEnv = load(config)
+    return env

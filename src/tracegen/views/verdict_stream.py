@@ -23,7 +23,7 @@ from tracegen.errors import ConfigError, OutputError
 from tracegen.generate.verify import verify_stream
 from tracegen.grading.programs import JudgeOptions
 from tracegen.grading.verdicts import Verdict, check_solutions, iter_solutions
-from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
+from tracegen.jsonl import JsonlWriter, check_outputs, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.terminal import console, json_bytes, printable
 
@@ -127,6 +127,8 @@ def verify_command(
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
 
+    problem_file = [Path(problems)] if Path(problems).is_file() else []
+    check_outputs([solutions, *problem_file], output)
     writer = _open_output(output, warn) if output is not None else None
     tally = _Tally()
     rows = None if json_out else _Rows(stdout, iter(by_id))
