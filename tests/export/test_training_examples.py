@@ -31,7 +31,8 @@ def examples() -> list[tuple[str, list[str]]]:
     include."""
     found = []
     for page in PAGES:
-        blocks = re.findall(r"```(\w*)\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
+        text = (ROOT / "docs" / page).read_text()
+        blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
         commands: list[str] = []
         for lang, body in blocks:
             included = SNIPPET.search(body)
