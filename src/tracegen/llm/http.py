@@ -48,7 +48,14 @@ from typing import Any, ClassVar, TypeVar
 import httpx
 import orjson
 
-from tracegen.config import redact_url
+from tracegen.config import (
+    REQUEST_TIMEOUT_S,
+    RETRY_ATTEMPTS,
+    RETRY_INITIAL_S,
+    RETRY_MAX_S,
+    RETRY_MAX_WAITING_S,
+    redact_url,
+)
 from tracegen.errors import (
     AnswerTooLarge,
     AuthError,
@@ -135,11 +142,11 @@ class HttpBackend:
         model: str,
         *,
         api_key: str | None = None,
-        timeout_s: float = 600.0,
-        max_attempts: int = 5,
-        max_retry_s: float = 120.0,
-        retry_initial_s: float = 1.0,
-        retry_max_s: float = 30.0,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        max_attempts: int = RETRY_ATTEMPTS,
+        max_retry_s: float = RETRY_MAX_WAITING_S,
+        retry_initial_s: float = RETRY_INITIAL_S,
+        retry_max_s: float = RETRY_MAX_S,
         on_retry: RetryListener | None = None,
         server: ServerInfo | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
