@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "openenv": 5,
     "verifiers_env": 5,
     "nemo_gym": 5,
+    "serve": 5,
     "__init__": 0,
     "__main__": 6,
 }

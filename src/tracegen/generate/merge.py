@@ -40,6 +40,7 @@ from tracegen.generate.shards import (
     read_manifest,
     record_key,
 )
+from tracegen.grading.filters import NOT_THE_MODELS
 from tracegen.jsonl import JsonlWriter, check_outputs, iter_lines
 
 _GLOB = set("*?[")
@@ -306,7 +307,9 @@ class _Writer:
                 if self.rej is not None:
                     self.rej.write(row)
                 line = pending.pop(key, None)
-                outcome = "failed" if row.get("error") else "rejected"
+                error = row.get("error")
+                failed = isinstance(error, dict) and error.get("kind") in NOT_THE_MODELS
+                outcome = "failed" if failed else "rejected"
                 self._state(line if line is not None else _state_line(path, lineno, row, outcome))
         for key, line in pending.items():
             if self._new(key):
