@@ -216,6 +216,12 @@ class Problem(Extended):
     def public_tests(self) -> list[TestCase]:
         return [t for t in self.tests if not t.private]
 
+    @model_validator(mode="after")
+    def _functional_tests_name_their_entry_point(self) -> Problem:
+        if not self.entry_point and any(t.kind == "functional" for t in self.tests):
+            raise ValueError("functional tests need an entry_point (name or Class.method)")
+        return self
+
     @field_validator("input_file", "output_file")
     @classmethod
     def _plain_file_name(cls, v: str | None) -> str | None:

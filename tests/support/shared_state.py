@@ -65,6 +65,8 @@ attempt("F_NOTIFY", lambda: fcntl.fcntl(directory, 1026, 0x80000001))
 attempt("F_SETLEASE", lambda: fcntl.fcntl(fd, 1024, fcntl.F_RDLCK))
 attempt("socket(UDP)", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
 attempt("socket(netlink)", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close())
+attempt("bind(TCP, loopback)", lambda: socket.socket().bind(("127.0.0.1", 0)))
+attempt("connect(TCP, loopback)", lambda: socket.socket().connect(("127.0.0.1", 9)))
 print(json.dumps(out))
 """
 """Tries each call on the channel file; prints each one's outcome: ``ok`` or the errno's name."""
@@ -85,6 +87,8 @@ REFUSED = {
     "F_SETLEASE": "EPERM",
     "socket(UDP)": "EPERM",
     "socket(netlink)": "EPERM",
+    "bind(TCP, loopback)": "EACCES",  # Landlock: no port held, none to connect to
+    "connect(TCP, loopback)": "EACCES",
 }
 
 EVICT = f"""

@@ -197,7 +197,8 @@ def bwrap_prefix(root: bool, binds: list[str] | None = None) -> list[str]:
 def _uid_note() -> str:
     if running_as_root():
         cgroups = cgroup_version()
-        own = f", in cgroups of its own ({cgroups}: memory with swap, pids)" if cgroups else ""
+        what = "memory with swap, pids" if cgroups == "v2" else "memory with swap"
+        own = f", in a cgroup of its own ({cgroups}: {what})" if cgroups else ""
         return f"; each execution under its own unprivileged uid (from {UID_BASE}){own}"
     return "; executions run under your uid"
 
@@ -248,7 +249,10 @@ class Cgroups:
                                 ("pids.max", processes)]}  # fmt: skip
             else:
                 files = {}
-                for controller in ("memory", "pids"):
+                # v1's memory only: each controller is one more move into a cgroup per
+                # execution (and a wait for RCU), and as root each execution's own uid
+                # already counts its processes (RLIMIT_NPROC).
+                for controller in ("memory",):
                     base = str(_CGROUP / controller / name)
                     os.mkdir(base, 0o700)
                     made.append(base)
