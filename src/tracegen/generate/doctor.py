@@ -15,7 +15,7 @@ from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
 from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
 from tracegen.llm.factory import Found, backend_for, choose_backend, identify, local_backend
-from tracegen.llm.http import PROBE_TIMEOUT_S
+from tracegen.llm.server_backend import PROBE_TIMEOUT_S
 from tracegen.modes import get_mode
 from tracegen.parsing.tool_parsers import choose_parser
 from tracegen.sandbox import detect_isolation
