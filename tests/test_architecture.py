@@ -190,6 +190,17 @@ def test_every_console_is_the_sanitising_one() -> None:
     assert not made, "make consoles with tracegen.terminal.console: " + ", ".join(made)
 
 
+def test_every_table_is_drawn_by_the_one_helper() -> None:
+    """Commands draw tables with `tracegen.terminal.text_table`, whose cells are text by
+    default, never markup: no other module makes a Rich `Table`."""
+    made = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "terminal.py" and _calls(path, "Table")
+    ]
+    assert not made, "draw tables with tracegen.terminal.text_table: " + ", ".join(made)
+
+
 @pytest.mark.slow
 def test_types_check() -> None:
     result = subprocess.run(

@@ -326,7 +326,7 @@ class TracegenEnv(BaseEnv):
         try:
             await API_RETRIES.call(lambda: self._post_once(scored_data))
         except BackendError as e:
-            raise _NotDelivered(f"{type(e).__name__}: {e}") from None
+            raise _NotDelivered(str(e)) from None
 
     async def _post_once(self, scored_data: Any) -> None:
         path = "/scored_data_list" if isinstance(scored_data, list) else "/scored_data"

@@ -361,9 +361,8 @@ def merge_command(
     overwrite: bool,
 ) -> None:
     """`tracegen merge`: merge, then one table of what was written."""
-    from rich.table import Table
 
-    from tracegen.terminal import console, untrusted
+    from tracegen.terminal import console, text_table, untrusted
 
     errors = console(stderr=True, highlight=False, soft_wrap=True)
     report = merge(
@@ -376,7 +375,7 @@ def merge_command(
     )
     for path in report.torn:
         errors.print(f"tracegen: warning: {path}: ignored an incomplete last line", markup=False)
-    table = Table(title="tracegen merge", show_header=False, title_justify="left")
+    table = text_table(title="tracegen merge", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
     table.add_row("shards", untrusted(f"{len(report.merged)} of {report.shards} merged"))

@@ -20,11 +20,10 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from tracegen.grading.filters import MODEL_ENDINGS, Outcome
 from tracegen.schema import Trace
-from tracegen.terminal import console, one_line, untrusted
+from tracegen.terminal import console, one_line, text_table, untrusted
 
 Display = Literal["live", "plain", "quiet"]
 
@@ -226,7 +225,7 @@ class Reporter:
                 return "0"
             return f"{n} (in {rejects})" if rejects else f"{n} (not kept: see --rejects)"
 
-        table = Table(title="tracegen run", show_header=False, title_justify="left")
+        table = text_table(title="tracegen run", show_header=False, title_justify="left")
         table.add_column(style="bold")
         table.add_column()
         table.add_row("episodes", f"{s.done} of {s.total} ({s.skipped} done before)")
