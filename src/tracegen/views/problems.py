@@ -5,13 +5,11 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from rich.table import Table
-
 from tracegen.config import RunSettings, load_settings
 from tracegen.jsonl import dumps
 from tracegen.problems.loader import load_problems
 from tracegen.schema import Problem
-from tracegen.terminal import console, json_bytes, untrusted
+from tracegen.terminal import console, json_bytes, text_table, untrusted
 
 
 def split_ids(problem_ids: str | None) -> list[str] | None:
@@ -38,7 +36,7 @@ def problems_command(
             out.write(json_bytes(dumps(problem)))
         out.flush()
         return
-    table = Table(title=untrusted(f"{source}: {len(problems)} problems"))
+    table = text_table(title=untrusted(f"{source}: {len(problems)} problems"))
     table.add_column("id", style="bold")
     table.add_column("kind")
     table.add_column("entry point")
