@@ -14,7 +14,7 @@ Standard library only: the sandbox's zygote runs it under ``python -I -S`` (see
   only beneath the read-only paths and write only beneath their own directory; no TCP bind
   or connect; no signal to, nor abstract unix socket of, a process outside their own
   domain (so a program cannot kill or debug the judge, the zygote or tracegen). Last a
-  seccomp filter (`_seccomp_program`): ``socket(AF_UNIX, ...)``, ``socketpair``,
+  seccomp filter (`_seccomp_program`): ``socket(AF_UNIX, ...)``, ``sendmsg``,
   ``io_uring_setup``, the keyrings, ``prlimit64`` of another process and new namespaces
   fail, so sockets of the host's services (D-Bus, Docker...) cannot be reached by path,
   which Landlock before ABI 9 does not govern, nothing is left for a later execution in
@@ -73,14 +73,14 @@ _SECCOMP_ARCH = {
         0x40000000,
         {"socket": 41, "socketpair": 53, "clone": 56, "unshare": 272, "setns": 308,
          "add_key": 248, "request_key": 249, "keyctl": 250, "prlimit64": 302,
-         "io_uring_setup": 425, "clone3": 435},
+         "io_uring_setup": 425, "clone3": 435, "sendmsg": 46, "sendmmsg": 307},
     ),
     "aarch64": (
         0xC00000B7,
         0,
         {"socket": 198, "socketpair": 199, "clone": 220, "unshare": 97, "setns": 268,
          "add_key": 217, "request_key": 218, "keyctl": 219, "prlimit64": 261,
-         "io_uring_setup": 425, "clone3": 435},
+         "io_uring_setup": 425, "clone3": 435, "sendmsg": 211, "sendmmsg": 269},
     ),
 }  # fmt: skip
 
@@ -175,14 +175,20 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 def _seccomp_program() -> bytes:
     """The filter: kernel surface generated code has no need for fails with ``EPERM``.
 
-    ``socket(AF_UNIX, ...)`` and ``socketpair`` (the host's services by path, descriptors
-    passed around), ``io_uring_setup``, the kernel's keyrings (``add_key``, ``request_key``,
+    ``socket(AF_UNIX, ...)`` (the host's services by path), ``socketpair`` but of
+    ``AF_UNIX``, ``sendmsg`` and ``sendmmsg`` (the only way to pass descriptors over a
+    socket, ``SCM_RIGHTS``, and with them the kernel's garbage collector of unix sockets in
+    flight), ``io_uring_setup``, the kernel's keyrings (``add_key``, ``request_key``,
     ``keyctl``: the user keyring is the uid's, shared by its executions and kept after
     them), the limits of another process (``prlimit64`` with a pid: of the same uid, those
     of tracegen, its zygote or judge), new namespaces (``unshare`` or ``clone`` with a
     ``CLONE_NEW*`` flag, ``setns``) and foreign-ABI calls. ``clone3`` fails with ``ENOSYS``:
     its flags lie in memory a filter cannot read, and the C library then falls back to
     ``clone``, whose flags it can (threads and forks pass no namespace flag).
+
+    A pair of ``AF_UNIX`` sockets made by ``socketpair`` is connected to itself alone: it
+    reaches nothing outside the execution's own processes (asyncio's event loop wakes
+    itself through one).
     """
     arch, x32, nr = _SECCOMP_ARCH[_MACHINE]
     ld_w_abs, jeq_k, jge_k, jset_k, ret_k = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -211,7 +217,8 @@ def _seccomp_program() -> bytes:
     ]
     for name, action in (
         ("io_uring_setup", deny),
-        ("socketpair", deny),
+        ("sendmsg", deny),
+        ("sendmmsg", deny),
         ("setns", deny),
         ("add_key", deny),
         ("request_key", deny),
@@ -220,6 +227,7 @@ def _seccomp_program() -> bytes:
     ):
         program += [_bpf(jeq_k, nr[name], jt=0, jf=1), _bpf(ret_k, action)]
     program += when_arg(nr["socket"], jeq_k, _AF_UNIX)
+    program += when_arg(nr["socketpair"], jeq_k, _AF_UNIX, passes=False)
     program += when_arg(nr["unshare"], jset_k, _NAMESPACES | _CLONE_NEWTIME)
     program += when_arg(nr["clone"], jset_k, _NAMESPACES)
     program += when_arg(nr["prlimit64"], jeq_k, 0, passes=False)  # pid 0: the caller

@@ -58,6 +58,11 @@ JUDGE_RUNS = 1000
 """A judge is replaced after this many executions, so nothing accumulates in it for long."""
 PROBER_TIMEOUT_S = 2.0
 """A prober that has not answered for this long is killed and replaced."""
+MALLOC_ARENAS = 2
+"""At most this many malloc arenas per process (``M_ARENA_MAX``; glibc's default is eight per
+core): each reserves 64 MB of address space, which the memory limit counts, so a program's
+threads would exhaust it long before they used any memory."""
+_M_ARENA_MAX = -8
 _PROBER_PRIVILEGED = 72
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
@@ -845,8 +850,12 @@ class Forker:
         if pid == 0:
             code = 70
             try:
-                zygote._child(fds, uid, f"{zygote.workbase}/run-{run_id}", judge=False)
-                code = _harness.serve_candidate() if tests else _harness.script()
+                workdir = f"{zygote.workbase}/run-{run_id}"
+                zygote._child(fds, uid, workdir, judge=False)
+                if tests:
+                    code = _harness.serve_candidate(where=workdir)
+                else:
+                    code = _harness.script(where=workdir)
             finally:
                 os._exit(code)
         for fd in fds:
@@ -954,6 +963,7 @@ def main(config: dict[str, Any]) -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # for the children: a write fails instead
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)  # glibc; elsewhere a call that does nothing
     confine = config.get("confine") or {}
     if confine.get("namespaces"):
         user = confine["namespaces"] == "user"
@@ -963,6 +973,7 @@ def main(config: dict[str, Any]) -> None:
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     for name in PRELOAD:
         __import__(name)
+    _harness.offer_semaphores()
     if config["drop"]:
         os.chmod(config["workbase"], 0o711)
     sock = socket.socket(fileno=config["fd"])

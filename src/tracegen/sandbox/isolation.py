@@ -80,7 +80,15 @@ def process_uids(pid: int | None = None) -> range:
     return range(first, first + UIDS_PER_PROCESS)
 
 
-SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+SAFE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "USER": "sandbox",
+    "LOGNAME": "sandbox",
+}
+"""The environment of the sandbox and of every program; ``USER`` and ``LOGNAME`` name the
+user for ``getpass.getuser()``: an execution's uid has no entry in ``/etc/passwd``."""
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache")
 ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN")
 """Under bubblewrap as root; SYS_ADMIN gives each execution an IPC namespace of its own."""
