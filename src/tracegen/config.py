@@ -279,6 +279,11 @@ class RunSettings(GenerationSettings):
     sandbox: Literal["auto", "bwrap", "builtin", "rlimit"] = Field(
         default="auto", description="Isolation: auto (default), bwrap, builtin, rlimit."
     )
+    sandbox_packages: bool = Field(
+        default=False,
+        description="Let generated code import the packages installed beside tracegen "
+        "(numpy...), read-only; by default only the standard library.",
+    )
     require_logprobs: bool = Field(
         default=False,
         description="Fail if the server returns none.",

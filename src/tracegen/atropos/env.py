@@ -204,7 +204,9 @@ class TracegenEnv(BaseEnv):
             self.pool = None
             raise ConfigError(NO_IDS.format(server=server))
         self.sandbox = Sandbox(
-            isolation=s.sandbox, limits=SandboxLimits.for_timeout(s.exec_timeout)
+            isolation=s.sandbox,
+            limits=SandboxLimits.for_timeout(s.exec_timeout),
+            packages=s.sandbox_packages,
         )
         await self.sandbox.__aenter__()
         if self.sandbox.warning:

@@ -21,7 +21,9 @@ class LocalExecutor(Executor):
     async def open(self) -> str:
         s = self.settings
         self.sandbox = Sandbox(
-            isolation=s.sandbox, limits=SandboxLimits.for_timeout(s.exec_timeout)
+            isolation=s.sandbox,
+            limits=SandboxLimits.for_timeout(s.exec_timeout),
+            packages=s.sandbox_packages,
         )
         await self.sandbox.__aenter__()
         self.runner = CountingRunner(self.sandbox)

@@ -124,7 +124,12 @@ class EpisodeActor:
         s = self.settings
         limits = SandboxLimits.for_timeout(s.exec_timeout)
         try:
-            self.sandbox = Sandbox(isolation=s.sandbox, limits=limits, concurrency=self.cpus)
+            self.sandbox = Sandbox(
+                isolation=s.sandbox,
+                limits=limits,
+                concurrency=self.cpus,
+                packages=s.sandbox_packages,
+            )
             await self.sandbox.__aenter__()
         except TracegenError as e:
             return e

@@ -300,11 +300,48 @@ class SemLock:
         raise Unsupported("unsupported: a semaphore cannot be sent to a process not forked")
 
 
+class _HeapInTmp:
+    """Loads ``multiprocessing.heap`` (its shared ``Value``s and ``Array``s) with its arenas
+    in the execution's ``TMPDIR`` rather than ``/dev/shm``; otherwise its own loader."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        module.Arena._dir_candidates = []
+
+
+class _MultiprocessingFinder:
+    """On ``sys.meta_path``: finds nothing but ``multiprocessing.heap`` (see `_HeapInTmp`)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "multiprocessing.heap":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _HeapInTmp(spec.loader)
+        return spec
+
+
 def offer_semaphores() -> None:
-    """Make `SemLock` the semaphore of ``multiprocessing`` in this process and its forks."""
+    """Make `SemLock` the semaphore of ``multiprocessing`` in this process and its forks,
+    and its shared memory files go to ``TMPDIR``: nothing of it in ``/dev/shm``. Not by
+    importing ``multiprocessing`` here: its main process's authentication key, drawn at
+    import, would be every execution's."""
     import _multiprocessing  # type: ignore[import-not-found,unused-ignore]
 
     _multiprocessing.SemLock = SemLock
+    sys.meta_path.insert(0, _MultiprocessingFinder)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ the candidate process

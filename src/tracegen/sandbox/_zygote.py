@@ -976,6 +976,8 @@ def main(config: dict[str, Any]) -> None:
     _harness.offer_semaphores()
     if config["drop"]:
         os.chmod(config["workbase"], 0o711)
+    # --sandbox-packages: after the standard library, so none of its modules is shadowed.
+    sys.path.extend(config.get("packages") or [])
     sock = socket.socket(fileno=config["fd"])
     zygote = Zygote(sock, config)
     _harness.warm_up()

@@ -123,9 +123,22 @@ def _python_dirs() -> list[str]:
     return out
 
 
-def bwrap_command(bwrap: str, root: bool, *, caps: bool = True) -> list[str]:
+def package_dirs() -> list[str]:
+    """The directories of the packages installed beside tracegen (its ``site-packages``,
+    a virtual environment's included), for ``--sandbox-packages``."""
+    return [
+        p
+        for p in dict.fromkeys(sys.path)
+        if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)
+    ]
+
+
+def bwrap_command(
+    bwrap: str, root: bool, *, caps: bool = True, read_only: list[str] | None = None
+) -> list[str]:
     """bwrap's arguments up to ``--``: namespaces, read-only system, private /tmp; without
-    root, ``caps``: capabilities over its user namespace (a setuid bwrap refuses them)."""
+    root, ``caps``: capabilities over its user namespace (a setuid bwrap refuses them);
+    ``read_only``: more directories to mount read-only where they are."""
     args = [bwrap, "--die-with-parent", "--new-session"]
     if root:
         # No user namespace: the zygote is real root with a few capabilities and drops every
@@ -140,12 +153,18 @@ def bwrap_command(bwrap: str, root: bool, *, caps: bool = True) -> list[str]:
         args += ["--unshare-all", *(["--cap-add", "CAP_SYS_ADMIN"] if caps else [])]
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
-    for d in _python_dirs():
+    for d in [*_python_dirs(), *_outside(read_only or [])]:
         # bwrap copies the modes of missing parents (/root is 0700): create them traversable.
         for parent in reversed(Path(d).parents[:-1]):
             args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", d, d]
     return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
+
+
+def _outside(dirs: list[str]) -> list[str]:
+    """Those of ``dirs`` that the system and Python directories do not hold already."""
+    held = [*SYSTEM_DIRS, *_python_dirs()]
+    return [d for d in dirs if not any(d == h or d.startswith(h + "/") for h in held)]
 
 
 def prefix_hidden_from_others() -> bool:
@@ -183,12 +202,12 @@ def _bwrap_problem() -> tuple[str | None, bool, str | None]:
     return None, False, problem
 
 
-def bwrap_prefix(root: bool) -> list[str]:
+def bwrap_prefix(root: bool, read_only: list[str] | None = None) -> list[str]:
     """The bwrap command the zygote starts under, as it runs here."""
     bwrap, caps, problem = _bwrap_problem()
     if bwrap is None:
         raise SandboxError(problem or "bubblewrap is unusable")
-    return bwrap_command(bwrap, root, caps=caps)
+    return bwrap_command(bwrap, root, caps=caps, read_only=read_only)
 
 
 def _uid_note() -> str:
