@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "jsonl": 0,
     "config": 0,
     "data": 0,
+    "terminal": 0,
     "parsing": 1,
     "grading": 1,
     "sandbox": 1,
@@ -32,6 +33,9 @@ LAYERS: dict[str, int] = {
     "cli": 5,
     "atropos": 5,
     "trl": 5,
+    "openenv": 5,
+    "verifiers_env": 5,
+    "nemo_gym": 5,
     "__init__": 0,
     "__main__": 6,
 }

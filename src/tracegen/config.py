@@ -224,7 +224,14 @@ class RunSettings(GenerationSettings):
         json_schema_extra=cli(panel=MODEL_PANEL, flags=("--host",), repeat=True, env="OLLAMA_HOST"),
     )
     api_key: SecretStr | None = Field(
-        default=None, description="Ollama Cloud's key.", json_schema_extra=NO_CLI
+        default=None,
+        description="The key of Ollama, or of an OpenAI-compatible server without its own.",
+        json_schema_extra=NO_CLI,
+    )
+    ollama_api_key: SecretStr | None = Field(
+        default=None,
+        description="Ollama Cloud's key (OLLAMA_API_KEY): sent to Ollama only.",
+        json_schema_extra=NO_CLI,
     )
     openai_api_key: SecretStr | None = Field(
         default=None, description="An OpenAI-compatible server's key.", json_schema_extra=NO_CLI
@@ -419,7 +426,7 @@ def _from_env(env: Mapping[str, str], fields: Mapping[str, Any]) -> dict[str, An
     if env.get("OLLAMA_HOST"):
         out["hosts"] = env["OLLAMA_HOST"]
     if env.get("OLLAMA_API_KEY"):
-        out["api_key"] = env["OLLAMA_API_KEY"]
+        out["ollama_api_key"] = env["OLLAMA_API_KEY"]
     if env.get("OPENAI_API_KEY"):
         out["openai_api_key"] = env["OPENAI_API_KEY"]
     for name in fields:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 import msgspec
 from pydantic import (
@@ -70,13 +70,34 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class Extended(Record):
+    """A record that gained fields after it was first written: those named in ``_added``
+    are left out of its JSON while they hold their default, so an older record is written
+    back byte for byte (and hashes of it do not move)."""
+
+    _added: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_default_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            fields = type(self).model_fields
+            for name in self._added:
+                key = fields[name].alias or name
+                if key in data and getattr(self, name) == fields[name].get_default(
+                    call_default_factory=True
+                ):
+                    del data[key]
+        return data
+
+
 # ---------------------------------------------------------------- problems
 
 
-TestKind = Literal["io", "assert", "check", "answer"]
+TestKind = Literal["io", "assert", "check", "answer", "stdio", "functional"]
 
 
-class TestCase(Record):
+class TestCase(Extended):
     """One test of a problem.
 
     - ``io``: call the entry point with ``args``/``kwargs`` and compare with ``expected``
@@ -84,9 +105,18 @@ class TestCase(Record):
     - ``assert``: ``code`` holds assert statements that call the entry point by name.
     - ``check``: ``code`` defines ``check(candidate)`` (HumanEval style).
     - ``answer``: a math problem's final answer, compared by number with ``expected``.
+    - ``stdio``: a program reads ``input`` (on stdin, or in the problem's ``input_file``) and
+      its output is compared with ``expected`` (a string) by the problem's `Comparison`.
+    - ``functional``: a program's entry point (``Solution.method`` for LeetCode's
+      ``Solution().method(*args)``) is called with ``args`` and its value compared with
+      ``expected`` as JSON values.
+
+    ``private`` tests decide the verdict and are never shown to the model; the public ones
+    are what a prompt and execution feedback may show.
     """
 
     __test__ = False
+    _added = ("input", "private")
 
     name: str
     kind: TestKind
@@ -94,12 +124,66 @@ class TestCase(Record):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     expected: Any = None
     code: str | None = None
+    input: str | None = None
+    private: bool = False
 
     _json_values = field_validator("args", "kwargs", "expected")(json_value)
 
+    @model_validator(mode="after")
+    def _program_test_shape(self) -> TestCase:
+        if self.kind == "stdio" and (self.input is None or not isinstance(self.expected, str)):
+            raise ValueError("a stdio test needs 'input' and 'expected' as strings")
+        return self
 
-class Problem(Record):
+
+Language = Literal["python", "cpp"]
+LANGUAGES: Final[tuple[Language, ...]] = ("python", "cpp")
+
+CompareRule = Literal["tokens", "lines", "exact", "checker"]
+
+
+class Comparison(Record):
+    """How a program's output is compared with a test's expected output.
+
+    - ``tokens`` (default): the whitespace-separated tokens must be equal, all of them (never
+      a prefix: truncated or extra output fails); with ``float_tolerance`` a token that reads
+      as a number matches within that absolute or relative error.
+    - ``lines``: lines equal after stripping trailing whitespace, trailing blank lines ignored.
+    - ``exact``: byte for byte.
+    - ``checker``: the ``checker`` program (``checker_language``) decides, run in the sandbox
+      with three file paths. ``checker_protocol`` ``open-r1`` (open-r1/codeforces'
+      ``generated_checker``): ``checker input expected actual``, accepted when it exits 0 and
+      the last token it prints is ``1``; ``testlib``: ``checker input actual expected``,
+      accepted when it exits 0, wrong when it exits 1 or 2, a checker failure otherwise.
+    """
+
+    rule: CompareRule = "tokens"
+    float_tolerance: float | None = Field(default=None, ge=0)
+    checker: str | None = None
+    checker_language: Language = "python"
+    checker_protocol: Literal["open-r1", "testlib"] = "open-r1"
+    unwrap_single: bool = False
+    """Functional tests (APPS/TACO's grader): an expected one-element list also accepts
+    its element as the value returned."""
+
+    @model_validator(mode="after")
+    def _checker_given(self) -> Comparison:
+        if (self.rule == "checker") != (self.checker is not None):
+            raise ValueError("'checker' is given exactly when the rule is 'checker'")
+        return self
+
+
+class ProgramLimits(Record):
+    """A program problem's limits per test (scaled by the judge's ``time_scale``)."""
+
+    time_s: float = Field(default=2.0, gt=0, le=600)
+    memory_mb: int = Field(default=256, ge=16, le=65536)
+
+
+class Problem(Extended):
     """A task for the model, with the tests that score it."""
+
+    _added = ("language", "limits", "compare", "input_file", "output_file", "starter_code")
 
     schema_: Literal["tracegen.problem/1"] = Field(default=PROBLEM_SCHEMA, alias="schema")
     id: str
@@ -111,6 +195,33 @@ class Problem(Record):
     reference_solution: str | None = None
     source: str = "builtin"
     tags: list[str] = Field(default_factory=list)
+    language: Language | None = None
+    """The language solutions are expected in (None: the solution says, else Python)."""
+    limits: ProgramLimits | None = None
+    """Time and memory per test of a program problem (None: `ProgramLimits`' defaults)."""
+    compare: Comparison | None = None
+    """How ``stdio`` outputs are compared (None: tokens)."""
+    input_file: str | None = None
+    """The file the program reads its input from instead of stdin (``input.txt``)."""
+    output_file: str | None = None
+    """The file the program writes its output to instead of stdout."""
+    starter_code: str | None = None
+
+    @property
+    def is_program(self) -> bool:
+        """Whether the problem is judged by running a whole program per test."""
+        return any(t.kind in ("stdio", "functional") for t in self.tests)
+
+    @property
+    def public_tests(self) -> list[TestCase]:
+        return [t for t in self.tests if not t.private]
+
+    @field_validator("input_file", "output_file")
+    @classmethod
+    def _plain_file_name(cls, v: str | None) -> str | None:
+        if v is not None and (not v or "/" in v or v in (".", "..") or "\0" in v):
+            raise ValueError("must be a plain file name")
+        return v
 
 
 # ---------------------------------------------------------------- messages
@@ -246,21 +357,38 @@ class TokenRequest(Record):
 # ---------------------------------------------------------------- execution
 
 
-ExecStatus = Literal["ok", "failed", "error", "timeout", "memory", "killed", "output-limit"]
+ExecStatus = Literal[
+    "ok", "failed", "error", "timeout", "memory", "killed", "output-limit", "runtime", "compile"
+]
+
+Outcome = Literal[
+    "accepted", "wrong", "time", "memory", "runtime", "compile", "output-limit", "error", "skipped"
+]
+"""A program test's outcome: ``wrong`` (ran fine, output rejected), ``time`` (wall or CPU
+limit), ``memory``, ``runtime`` (non-zero exit status or a signal), ``compile``,
+``output-limit``, ``error`` (the sandbox or tracegen failed: never the program's fault),
+``skipped`` (not run: an earlier test failed)."""
 
 
-class TestResult(Record):
+class TestResult(Extended):
     __test__ = False
+    _added = ("outcome", "private", "cpu_s")
 
     name: str
     passed: bool
     expected: str | None = None
     actual: str | None = None
     error: str | None = None
+    outcome: Outcome | None = None
+    """Program tests only (None for the others)."""
+    private: bool = False
+    cpu_s: float | None = None
 
 
-class ExecResult(Record):
+class ExecResult(Extended):
     """What one sandboxed execution did. ``status`` is ``ok`` only when every test passed."""
+
+    _added = ("outcome",)
 
     status: ExecStatus
     exit_code: int | None = None
@@ -271,6 +399,8 @@ class ExecResult(Record):
     duration_s: float = 0.0
     tests: list[TestResult] = Field(default_factory=list)
     error: str | None = None
+    outcome: Outcome | None = None
+    """Program problems: ``accepted``, or the outcome of the first test that failed."""
 
     @property
     def passed(self) -> int:

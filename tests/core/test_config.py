@@ -35,7 +35,8 @@ def test_ollama_host_and_key_come_from_their_usual_variables():
     env = {"OLLAMA_HOST": "gpu1:11434,http://gpu2:11434/", "OLLAMA_API_KEY": "sk-secret"}
     s = load_settings(RunSettings, {}, env=env)
     assert s.hosts == ["http://gpu1:11434", "http://gpu2:11434"]
-    assert s.api_key is not None and s.api_key.get_secret_value() == "sk-secret"
+    assert s.ollama_api_key is not None and s.ollama_api_key.get_secret_value() == "sk-secret"
+    assert s.api_key is None
     assert "sk-secret" not in repr(s) and "sk-secret" not in str(s.model_dump())
 
 

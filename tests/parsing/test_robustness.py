@@ -18,7 +18,9 @@ PIECES = [
     "</result>", "<tool_response>", "<answer>", "```python\n", "```\n", "```text\n", "\n",
     " ", "'", '"', '"""', "\\", "\\n", "#", "{", "}", "[", "]", ",", ":", "x", "<", "</",
     "a<b", '"code"', '"name"', '"python"', '"arguments"', "True", "[TOOL_CALLS]", "[ARGS]",
-    "<|python_tag|>", "\t", "\x00", "é", ";",
+    "<|python_tag|>", "\t", "\x00", "é", ";", "<|action_start|><|plugin|>", "<function_calls>",
+    "<seed:tool_call>", "<function=f>", "function call", '<steptml:invoke name="f">',
+    "<｜tool_calls_begin｜>", "<tool_calls>", "f(x=1)",
 ]  # fmt: skip
 
 
@@ -89,3 +91,51 @@ def test_a_call_whose_function_name_is_not_a_name_is_reported_not_made(
     found = parse_text_tool_calls(text, parser)
     assert found.calls == []
     assert found.failures and "not a function name" in found.failures[0]
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        ("internlm", "<|action_start|><|plugin|>{" * 20_000),
+        ("longcat", "<longcat_tool_call>[" * 20_000 + "</longcat_tool_call>"),
+        ("gigachat3", "function call{" * 20_000),
+        ("olmo3", "<function_calls>" + "f(x=[" * 20_000),
+        ("seed_oss", "<seed:tool_call>" + "<function=" * 20_000),
+        ("step3", "<｜tool_calls_begin｜>" + '<steptml:invoke name="f">' * 20_000),
+        ("deepseek_v32", "<｜DSML｜function_calls>" + '<｜DSML｜parameter name="a">' * 20_000),
+        ("jamba", "<tool_calls>[" + '{"name": ' * 20_000),
+    ],
+    ids=["internlm", "longcat", "gigachat3", "olmo3", "seed_oss", "step3", "dsml", "jamba"],
+)
+def test_a_hostile_text_in_a_newer_family_is_read_in_linear_time(parser: str, text: str) -> None:
+    _, calls = extract_tool_calls(text, parser=parser)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        ("olmo3", "<function_calls>get_weather(city=lookup())</function_calls>"),
+        ("olmo3", "<function_calls>import os</function_calls>"),
+        ("gigachat3", 'function call{"name": "f", "arguments": {"a": '),
+        ("step3", '<｜tool_calls_begin｜><steptml:invoke name="run it"></steptml:invoke>'),
+        ("internlm", '<|action_start|><|plugin|>{"name": "f x", "parameters": {}}<|action_end|>'),
+        ("step3", '<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="func">'),
+    ],
+    ids=[
+        "olmo3-not-literal",
+        "olmo3-not-a-call",
+        "gigachat3-cut",
+        "step3-name",
+        "internlm-name",
+        "step3-cut",
+    ],
+)
+def test_a_newer_family_reports_a_call_it_cannot_read_and_invents_none(
+    parser: str, text: str
+) -> None:
+    found = parse_text_tool_calls(text, parser)
+    assert found.calls == []
+    assert found.failures
+    assert found.text == text

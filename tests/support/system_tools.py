@@ -41,3 +41,12 @@ def _chromium_problem() -> str | None:
 
 NEEDS_BWRAP = needs_tool("bwrap", _bwrap_problem())
 NEEDS_CHROMIUM = needs_tool("chromium", _chromium_problem())
+
+
+def _gpp_problem() -> str | None:
+    from tracegen.sandbox.programs import compiler_missing
+
+    return compiler_missing("cpp")
+
+
+NEEDS_GPP = needs_tool("g++", _gpp_problem())

@@ -15,6 +15,7 @@ from typer._click.utils import make_default_short_help
 from typer.core import TyperGroup
 
 from tracegen.errors import TracegenError
+from tracegen.terminal import one_line
 
 _UsageError: type[Exception] = typer.BadParameter.__bases__[0]
 """click's ``UsageError`` as Typer raises it (Typer may read flags with its own copy of click)."""
@@ -28,7 +29,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except TracegenError as e:
-            typer.echo(f"tracegen: error: {e}", err=True)
+            typer.echo(f"tracegen: error: {one_line(str(e), 2000)}", err=True)
             raise typer.Exit(e.exit_code) from None
         except _UsageError as e:
             if type(e).__name__ == "NoArgsIsHelpError":
@@ -36,7 +37,7 @@ class _Group(TyperGroup):
             context = getattr(e, "ctx", None)
             where = context.command_path if context is not None else "tracegen"
             message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
-            typer.echo(f"tracegen: error: {message} (see {where} --help)", err=True)
+            typer.echo(f"tracegen: error: {one_line(message, 2000)} (see {where} --help)", err=True)
             raise typer.Exit(2) from None
 
     def list_commands(self, ctx: Any) -> list[str]:

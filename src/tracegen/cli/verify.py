@@ -27,6 +27,17 @@ def build() -> Callable[..., None]:
         json_out: Annotated[
             bool, typer.Option("--json", help="One JSON object per solution.")
         ] = False,
+        time_scale: Annotated[
+            float,
+            typer.Option("--time-scale", help="Multiplies program problems' time limits."),
+        ] = 1.0,
+        all_tests: Annotated[
+            bool,
+            typer.Option(
+                "--all-tests",
+                help="Run every test of a program (partial credit), not up to the first failure.",
+            ),
+        ] = False,
     ) -> None:
         from tracegen.views.verdict_stream import verify_command
 
@@ -36,6 +47,8 @@ def build() -> Callable[..., None]:
             output=output,
             json_out=json_out,
             sandbox=sandbox or "auto",
+            time_scale=time_scale,
+            all_tests=all_tests,
         )
 
     with_run_options(verify, SUMMARY, ("problems", "sandbox"))

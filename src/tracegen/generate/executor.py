@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import ClassVar
 
-from tracegen.config import RunSettings
+from tracegen.config import RunSettings, redact_url
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import BackendError, LogprobsMissing
 from tracegen.generate.plan import Plan
@@ -38,8 +38,9 @@ EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def resume_command() -> str:
-    """The command that continues this run: the same one, without ``--overwrite``."""
-    return shlex.join(["tracegen", *(a for a in sys.argv[1:] if a != "--overwrite")])
+    """The command that continues this run: the same one, without ``--overwrite``, a URL's
+    credentials shown as ``***``."""
+    return shlex.join(["tracegen", *(redact_url(a) for a in sys.argv[1:] if a != "--overwrite")])
 
 
 def put_back(trace: Trace, tries: int) -> bool:

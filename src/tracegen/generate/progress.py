@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from tracegen.schema import Trace
+from tracegen.terminal import console, one_line, untrusted
 
 Display = Literal["live", "plain", "quiet"]
 
@@ -85,7 +86,7 @@ class _StatsLine:
         self.reporter = reporter
 
     def __rich__(self) -> RenderableType:
-        return self.reporter.status()
+        return untrusted(self.reporter.status())
 
 
 def _status(s: RunStats, in_flight: int, tokens: int, executions: int) -> str:
@@ -110,8 +111,8 @@ class Reporter:
         self.stats = stats
         self.in_flight = in_flight
         self.display = display
-        self.console = Console()
-        self.errors = Console(stderr=True)
+        self.console = console()
+        self.errors = console(stderr=True)
         self.plain_every_s = plain_every_s
         self._ticker: asyncio.Task[None] | None = None
         self._bar: Progress | None = None
@@ -136,7 +137,7 @@ class Reporter:
             self.console.print(message, highlight=False, markup=False, soft_wrap=True)
 
     def warn(self, message: str) -> None:
-        self.notice(f"warning: {message}")
+        self.notice(f"warning: {one_line(message, 2000)}")
 
     def retry(self, message: str) -> None:
         """A model request being retried: counted, and one line when progress is plain."""
@@ -226,7 +227,7 @@ class Reporter:
         table.add_row("rejected", kept(s.rejected))
         table.add_row("failed", kept(s.failed))
         for reason, n in s.failures.most_common():
-            table.add_row("", f"{n} × {reason}")
+            table.add_row("", untrusted(f"{n} × {reason}"))
         table.add_row("request retries", str(s.retries))
         table.add_row("episodes run again", str(s.put_back))
         table.add_row("success rate", s.rate(s.success))
@@ -238,7 +239,8 @@ class Reporter:
         per = f", {1000 * cpu / s.done:.1f} ms per episode" if s.done else ""
         table.add_row("tracegen CPU", f"{cpu:.1f} s{per}")
         for host, served, failures, benched in hosts:
-            table.add_row(host, f"{served} {unit}, {failures} failed, benched {benched}×")
+            row = (host, f"{served} {unit}, {failures} failed, benched {benched}×")
+            table.add_row(*map(untrusted, row))
         for name, value in extra or []:
-            table.add_row(name, value)
+            table.add_row(untrusted(name), untrusted(value))
         self.console.print(table)

@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 import orjson
 from pydantic import Field, ValidationError
 
+from tracegen.config import redact_url
 from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, InputFileError, OutputError
 from tracegen.generate.plan import Plan, PlanFingerprint
@@ -223,7 +224,9 @@ def plan_manifest(plan: Plan, count: int, command: Sequence[str], rejects: Path 
 
 def shard_command(argv: Sequence[str]) -> list[str]:
     """``tracegen`` and ``argv`` with the shard given as ``--shard {shard}`` (without
-    ``--overwrite``): a template for the command that runs any one shard."""
+    ``--overwrite``): a template for the command that runs any one shard. A URL's
+    credentials are shown as ``***``: the manifest and the hints printed from it never hold
+    a password (pass it in ``TRACEGEN_HOSTS`` instead)."""
     out = ["tracegen"]
     skip = False
     for arg in argv:
@@ -232,7 +235,7 @@ def shard_command(argv: Sequence[str]) -> list[str]:
         elif arg == "--shard":
             skip = True
         elif not arg.startswith("--shard=") and arg != "--overwrite":
-            out.append(arg)
+            out.append(redact_url(arg))
     return [*out, "--shard", "{shard}"]
 
 

@@ -15,9 +15,20 @@ from pydantic import Field
 
 from tracegen.errors import InputFileError
 from tracegen.grading.answers import extract_final_answer, grade_answer
+from tracegen.grading.programs import ProgramJudge
 from tracegen.jsonl import iter_lines
 from tracegen.sandbox.base import CodeRunner
-from tracegen.schema import TRACE_SCHEMA, ExecResult, ExecStatus, Problem, Record, TestResult
+from tracegen.schema import (
+    LANGUAGES,
+    TRACE_SCHEMA,
+    ExecResult,
+    ExecStatus,
+    Language,
+    Outcome,
+    Problem,
+    Record,
+    TestResult,
+)
 
 VERDICT_SCHEMA: Final = "tracegen.verdict/1"
 
@@ -30,6 +41,9 @@ class Verdict(Record):
     line: int
     trace_id: str | None = None
     status: ExecStatus
+    outcome: Outcome | None = None
+    """Program problems: ``accepted`` or the first failing test's outcome."""
+    language: Language | None = None
     passed: int
     total: int
     tests: list[TestResult] = Field(default_factory=list)
@@ -44,6 +58,19 @@ class Solution:
     code: str | None
     answer: str | None
     trace_id: str | None
+    language: Language | None = None
+
+
+LANGUAGE_NAMES: Final[dict[str, Language]] = {
+    "python": "python",
+    "python3": "python",
+    "py": "python",
+    "cpp": "cpp",
+    "c++": "cpp",
+    "cxx": "cpp",
+    "c++17": "cpp",
+}
+"""Names a solution row (or a code fence) may give its language by."""
 
 
 def _string(row: dict[str, Any], key: str, where: str) -> str | None:
@@ -69,7 +96,13 @@ def iter_solutions(path: Path, problems: dict[str, Problem], source: str) -> Ite
         if not is_trace and code is None and (answer is None or problem.kind == "code"):
             raise InputFileError(f"{where}: missing 'code'")
         trace_id = _string(row, "id", where) if is_trace else None
-        yield Solution(lineno, problem, code, answer, trace_id)
+        language = _string(row, "language", where)
+        if language is not None:
+            language = LANGUAGE_NAMES.get(language.strip().lower())
+            if language is None:
+                names = ", ".join(LANGUAGES)
+                raise InputFileError(f"{where}: 'language' must be one of {names}")
+        yield Solution(lineno, problem, code, answer, trace_id, language)
 
 
 def check_solutions(path: Path, problems: dict[str, Problem], source: str) -> int:
@@ -87,6 +120,10 @@ def _verdict(solution: Solution, result: ExecResult) -> Verdict:
         line=solution.line,
         trace_id=solution.trace_id,
         status=result.status,
+        outcome=result.outcome,
+        language=solution.language or solution.problem.language
+        if solution.problem.is_program
+        else None,
         passed=result.passed,
         total=len(solution.problem.tests),
         tests=result.tests,
@@ -111,12 +148,19 @@ async def check_answer(solution: Solution, sandbox: CodeRunner) -> ExecResult:
     )
 
 
-async def verify_one(solution: Solution, sandbox: CodeRunner) -> Verdict:
-    """Run one solution; a trace without final code is an ``error`` verdict."""
+async def verify_one(
+    solution: Solution, sandbox: CodeRunner, judge: ProgramJudge | None = None
+) -> Verdict:
+    """Run one solution; a trace without final code is an ``error`` verdict. Program
+    problems need ``judge``."""
     if solution.problem.kind == "math":
         result = await check_answer(solution, sandbox)
     elif solution.code is None:
         result = ExecResult(status="error", error="the trace has no final code")
+    elif solution.problem.is_program:
+        if judge is None:
+            raise ValueError("program problems are judged by a ProgramJudge")
+        result = await judge.judge(solution.problem, solution.code, solution.language)
     else:
         result = await sandbox.run_tests(solution.code, solution.problem)
     return _verdict(solution, result)

@@ -98,6 +98,14 @@ def answer_limit(request: ChatRequest) -> int:
     return ANSWER_FLOOR_BYTES + tokens * per_token + prompt
 
 
+def _has_userinfo(url: str) -> bool:
+    try:
+        parts = httpx.URL(url)
+    except httpx.InvalidURL:
+        return False
+    return bool(parts.userinfo)
+
+
 class HttpBackend:
     """Base of the backends that talk to a model server over HTTP (see the module docstring)."""
 
@@ -107,6 +115,11 @@ class HttpBackend:
     """The environment variable users set the API key with, for the 401 hint."""
     key_settings: ClassVar[tuple[str, ...]] = ("api_key",)
     """The settings that may hold its API key, the first one set wins."""
+    KEY_VARIABLES: ClassVar[dict[str, str]] = {
+        "api_key": "TRACEGEN_API_KEY",
+        "ollama_api_key": "OLLAMA_API_KEY",
+        "openai_api_key": "OPENAI_API_KEY",
+    }
 
     def __init__(
         self,
@@ -145,6 +158,12 @@ class HttpBackend:
         self._unreadable: dict[str, int] = {}
         """Answers in a row that could not be read, by path."""
         self._gave_up: dict[str, UnreadableServer] = {}
+        if api_key and _has_userinfo(url):
+            variables = " or ".join(self.KEY_VARIABLES[k] for k in self.key_settings)
+            raise ConfigError(
+                f"{self.host}: the URL holds credentials and an API key ({variables}) is set "
+                "too; give one of them"
+            )
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
             self._transport = transport_for(url, headers, timeout_s, transport)

@@ -40,6 +40,7 @@ class OllamaBackend(HttpBackend):
 
     server_name: ClassVar[str] = "Ollama"
     key_variable: ClassVar[str] = "OLLAMA_API_KEY"
+    key_settings: ClassVar[tuple[str, ...]] = ("api_key", "ollama_api_key")
     capabilities = Capabilities(
         logprobs=True, token_ids=False, continuation=("prefill", "raw"), tools=True, thinking=True
     )

@@ -15,11 +15,20 @@ from dataclasses import dataclass
 TEMPLATE_MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
     (("<|im_system|>tool_declare",), "kimi_k2"),
+    (("｜DSML｜",), "deepseek_v32"),
     (("tool▁calls▁begin", "```json"), "deepseek_v3"),
     (("tool▁calls▁begin",), "deepseek_v31"),
     (("<|channel|>", "<|message|>"), "openai"),
+    (("steptml:invoke", "tool_calls_begin"), "step3"),
+    (("<steptml:toolcall>",), "step_deepresearch"),
+    (("<seed:tool_call>",), "seed_oss"),
     (("<minimax:tool_call>",), "minimax_m2"),
     (("<invoke name=", "<parameter name="), "minimax_m2"),
+    (("<|action_start|><|plugin|>",), "internlm"),
+    (("<longcat_tool_call>",), "longcat"),
+    (("<function_calls>",), "olmo3"),
+    (("function call<|role_sep|>",), "gigachat3"),
+    (("<|function_call|>",), "gigachat3"),
     (("<tool_calls>",), "minimax"),
     (("<arg_key>",), "glm45"),
     (("<function=", "<parameter="), "qwen3_coder"),
@@ -42,6 +51,7 @@ distinctive first, and the parser they name."""
 
 NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"kimi[-_.]?k2", "kimi_k2"),
+    (r"deepseek[-_.]?v3[-_.]?2(?![-_.]?exp)", "deepseek_v32"),
     (r"deepseek[-_.]?(?:v3[-_.]?[12]|v3\.[12]|r1[-_.]?0528|chat[-_.]?v3\.1)", "deepseek_v31"),
     (r"deepseek[-_.]?(?:v3|r1)", "deepseek_v3"),
     (r"gpt[-_.]?oss", "openai"),
@@ -50,6 +60,15 @@ NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"glm[-_.]?4\.?[567]|glm[-_.]?4[-_.]?moe", "glm45"),
     (r"qwen3[-_.]?coder|qwen3\.5", "qwen3_coder"),
     (r"xlam", "xlam"),
+    (r"internlm|intern[-_.]?s1", "internlm"),
+    (r"jamba", "jamba"),
+    (r"hunyuan", "hunyuan_a13b"),
+    (r"seed[-_.]?oss", "seed_oss"),
+    (r"step[-_.]?3(?![-_.]?5|\.5)", "step3"),
+    (r"ernie[-_.]?4\.?5", "ernie45"),
+    (r"longcat", "longcat"),
+    (r"olmo[-_.]?3", "olmo3"),
+    (r"gigachat[-_.]?3", "gigachat3"),
     (r"toolace", "pythonic"),
     (r"phi[-_.]?4[-_.]?mini", "phi4_mini_json"),
     (r"granite[-_.]?20b[-_.]?function", "granite-20b-fc"),
@@ -60,7 +79,8 @@ NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"llama[-_.]?3", "llama3_json"),
     (r"qwen|qwq|hermes|nous", "hermes"),
 )
-"""Model name patterns (searched case-insensitively) and the parser they name."""
+"""Model name patterns (searched case-insensitively) and the parser they name (maybe by an
+alias: ``jamba`` is read as ``minimax``)."""
 
 
 @dataclass(frozen=True)

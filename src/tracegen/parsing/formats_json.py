@@ -11,7 +11,13 @@
   ``<function_call> {…}`` per call.
 - ``phi4_mini_json``: ``functools[…]``. ``xlam``: a JSON list of calls, bare, fenced, or after
   ``</think>``, ``[TOOL_CALLS]`` or ``<tool_call>``.
-- ``minimax`` (MiniMax-M1): one JSON call a line between ``<tool_calls>`` and ``</tool_calls>``.
+- ``minimax`` (MiniMax-M1): one JSON call a line between ``<tool_calls>`` and ``</tool_calls>``;
+  Jamba and Hunyuan-A13B write a JSON list of calls there, read the same way (``jamba``,
+  ``hunyuan_a13b``).
+- ``internlm`` (InternLM2, Intern-S1): ``<|action_start|><|plugin|>{…}<|action_end|>``.
+  ``longcat`` (LongCat-Flash): ``<longcat_tool_call>{…}</longcat_tool_call>``.
+- ``gigachat3``: ``function call`` (or ``function call<|role_sep|>``, ``<|function_call|>``)
+  followed by one JSON call.
 - ``deepseek_v3``: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>name`` then a fenced JSON block;
   ``deepseek_v31``: ``<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>``. Each
   reads the other's layout too.
@@ -21,7 +27,8 @@
   ``to=functions.name`` holds the arguments; the text left is the ``final`` channel's (and
   commentary without a recipient); the ``analysis`` channel is reasoning and is dropped.
 
-Sources of the layouts: vLLM ``vllm/entrypoints/openai/tool_parsers/*_tool_parser.py`` and
+Sources of the layouts: vLLM ``vllm/entrypoints/openai/tool_parsers/*_tool_parser.py`` (later
+``vllm/tool_parsers/``) and
 SGLang ``python/sglang/srt/function_call/*_detector.py``.
 """
 
@@ -32,6 +39,7 @@ import re
 
 from tracegen.parsing.textcalls import (
     Closings,
+    Parser,
     TextToolCalls,
     Tools,
     balanced_end,
@@ -272,8 +280,8 @@ _MINIMAX = re.compile(r"<tool_calls>(.*?)(?:</tool_calls>|\Z)", re.DOTALL)
 
 
 def minimax(text: str, tools: Tools = None) -> TextToolCalls | None:
-    """One JSON call a line between ``<tool_calls>`` and ``</tool_calls>`` (MiniMax-M1); a
-    block inside the ``<think>`` reasoning is not a call."""
+    """JSON calls between ``<tool_calls>`` and ``</tool_calls>``, one a line (MiniMax-M1) or in
+    a list (Jamba, Hunyuan-A13B); a block inside the ``<think>`` reasoning is not a call."""
     thought = text.rfind(_THINK_END)
     block = _MINIMAX.search(text, thought + len(_THINK_END) if thought >= 0 else 0)
     if block is None:
@@ -388,3 +396,58 @@ def openai(text: str, tools: Tools = None) -> TextToolCalls | None:
     if not found.calls and not found.failures:
         return None
     return found.finish("\n".join(c for c in content if c))
+
+
+# ------------------------------------------------------------------ internlm, longcat
+
+
+def tagged_json(opening: str, closing: str) -> Parser:
+    """A parser for one JSON call per ``opening``…``closing`` block (the last may be unclosed);
+    a block that cannot be read stays in the text."""
+
+    def parse(text: str, tools: Tools = None) -> TextToolCalls | None:
+        if opening not in text:
+            return None
+        found = TextToolCalls(text)
+        kept: list[str] = []
+        pos = 0
+        while (at := text.find(opening, pos)) >= 0:
+            body = at + len(opening)
+            close = text.find(closing, body)
+            end = close if close >= 0 else len(text)
+            after = end + len(closing) if close >= 0 else end
+            failures = len(found.failures)
+            read_json_call(text[body:end], found)
+            kept.append(text[pos : after if len(found.failures) > failures else at])
+            pos = after
+        kept.append(text[pos:])
+        return found.finish("".join(kept))
+
+    return parse
+
+
+internlm = tagged_json("<|action_start|><|plugin|>", "<|action_end|>")
+"""``<|action_start|><|plugin|>{"name": …, "parameters": {…}}<|action_end|>`` (InternLM2)."""
+
+longcat = tagged_json("<longcat_tool_call>", "</longcat_tool_call>")
+"""``<longcat_tool_call>{"name": …, "arguments": {…}}</longcat_tool_call>`` (LongCat-Flash)."""
+
+
+# ------------------------------------------------------------------ gigachat3
+
+_GIGACHAT = re.compile(r"(?:function call(?:<\|role_sep\|>)?|<\|function_call\|>)\s*(?=\{)")
+_GIGACHAT_SEPARATOR = "<|message_sep|>"
+
+
+def gigachat3(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``function call{"name": …, "arguments": {…}}`` (GigaChat 3): the text before it is the
+    message (its ``<|message_sep|>`` dropped)."""
+    marker = _GIGACHAT.search(text)
+    if marker is None:
+        return None
+    start = marker.end()
+    end = balanced_end(text, start) or len(text)
+    found = TextToolCalls(text)
+    read_json_call(text[start:end], found)
+    before = text[: marker.start()].rstrip().removesuffix(_GIGACHAT_SEPARATOR)
+    return found.finish(before + text[end:])

@@ -5,12 +5,20 @@
   is read too.
 - ``glm45`` (GLM-4.5, 4.6, 4.7): ``<tool_call>name<arg_key>key</arg_key><arg_value>value
   </arg_value></tool_call>``.
+- ``seed_oss`` (Seed-OSS): the ``qwen3_coder`` layout inside ``<seed:tool_call>``; a call written
+  inside the ``<seed:think>`` reasoning is not a call.
 - ``minimax_m2``: ``<minimax:tool_call><invoke name="name"><parameter name="key">value
-  </parameter></invoke></minimax:tool_call>``.
+  </parameter></invoke></minimax:tool_call>``. The same ``invoke``/``parameter`` layout, under
+  a namespace: ``step3`` (``<steptml:invoke …>`` between ``<｜tool_calls_begin｜>`` and
+  ``<｜tool_calls_end｜>``), ``step_deepresearch`` (inside ``<steptml:toolcall>``) and
+  ``deepseek_v32`` (DeepSeek-V3.2's DSML: ``<｜DSML｜invoke …>`` inside
+  ``<｜DSML｜function_calls>``, a parameter marked ``string="true"`` kept as text).
 
 A value is typed by the tool's schema when the request's ``tools`` is given (a ``string``
 parameter stays as written), else read as JSON when it is JSON (`parameter_value`). Sources:
-vLLM ``qwen3coder_tool_parser.py``, ``glm4_moe_tool_parser.py``, ``minimax_m2_tool_parser.py``.
+vLLM ``qwen3coder_tool_parser.py``, ``seed_oss_tool_parser.py``, ``glm4_moe_tool_parser.py``,
+``minimax_m2_tool_parser.py``, ``step3_tool_parser.py``, ``step_deepresearch_tool_parser.py``,
+``deepseekv32_tool_parser.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracegen.parsing.textcalls import TextToolCalls, Tools, parameter_types, parameter_value
+from tracegen.parsing.formats_json import deepseek
+from tracegen.parsing.textcalls import (
+    Parser,
+    TextToolCalls,
+    Tools,
+    parameter_types,
+    parameter_value,
+)
 
 
 def _trim_newline(value: str) -> str:
@@ -27,9 +42,16 @@ def _trim_newline(value: str) -> str:
     return value.removesuffix("\n").removesuffix("\r")
 
 
-def _add_call(name: str, pairs: list[tuple[str, str]], tools: Tools, found: TextToolCalls) -> None:
-    """The call ``name`` with its ``(key, value as written)`` parameters, typed by ``tools``,
-    added to ``found``; a parameter without a name fails the call."""
+def _add_call(
+    name: str,
+    pairs: list[tuple[str, str]],
+    tools: Tools,
+    found: TextToolCalls,
+    kinds: dict[str, str] | None = None,
+) -> None:
+    """The call ``name`` with its ``(key, value as written)`` parameters, typed by ``tools``
+    (else by the ``kinds`` the format wrote beside them), added to ``found``; a parameter
+    without a name fails the call."""
     types = parameter_types(tools).get(name, {})
     arguments: dict[str, Any] = {}
     for key, raw in pairs:
@@ -37,7 +59,7 @@ def _add_call(name: str, pairs: list[tuple[str, str]], tools: Tools, found: Text
         if not key:
             found.failures.append(f"{name}: a parameter without a name")
             return
-        arguments[key] = parameter_value(raw, types.get(key))
+        arguments[key] = parameter_value(raw, types.get(key) or (kinds or {}).get(key))
     found.add_arguments(name, arguments)
 
 
@@ -54,14 +76,32 @@ def qwen3_coder(text: str, tools: Tools = None) -> TextToolCalls | None:
     """``<function=name>`` calls with ``<parameter=key>`` values, in ``<tool_call>`` or bare."""
     if "<function=" not in text:
         return None
-    blocks = [b for b in _QWEN_BLOCK.finditer(text) if "<function=" in b.group(1)]
+    return _functions(text, _QWEN_BLOCK, 0, tools)
+
+
+_SEED_BLOCK = re.compile(r"<seed:tool_call>(.*?)(?:</seed:tool_call>|\Z)", re.DOTALL)
+_SEED_THINK_END = "</seed:think>"
+
+
+def seed_oss(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<function=name>`` calls in ``<seed:tool_call>``, after the ``<seed:think>`` reasoning."""
+    thought = text.rfind(_SEED_THINK_END)
+    start = thought + len(_SEED_THINK_END) if thought >= 0 else 0
+    if "<seed:tool_call>" not in text[start:]:
+        return None
+    return _functions(text, _SEED_BLOCK, start, tools)
+
+
+def _functions(text: str, block: re.Pattern[str], start: int, tools: Tools) -> TextToolCalls:
+    """The ``<function=…>`` calls in ``block``s (or bare) from ``start`` on."""
+    blocks = [b for b in block.finditer(text, start) if "<function=" in b.group(1)]
     spans = [(b.start(), b.end(), b.group(1)) for b in blocks] or [
-        (f.start(), f.end(), f.group(0)) for f in _QWEN_FUNCTION.finditer(text)
+        (f.start(), f.end(), f.group(0)) for f in _QWEN_FUNCTION.finditer(text, start)
     ]
     found = TextToolCalls(text)
     kept, pos = [], 0
-    for start, end, body in spans:
-        kept.append(text[pos:start])
+    for begin, end, body in spans:
+        kept.append(text[pos:begin])
         pos = end
         for function in _QWEN_FUNCTION.finditer(body):
             head, closed, rest = function.group(1).partition(">")
@@ -117,34 +157,72 @@ def glm45(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 # ------------------------------------------------------------------ minimax_m2
 
-_M2_BLOCK = re.compile(r"<minimax:tool_call>(.*?)(?:</minimax:tool_call>|\Z)", re.DOTALL)
-_M2_INVOKE = re.compile(
-    r"<invoke\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(?:</invoke>|\Z)", re.DOTALL
-)
-_M2_PARAMETER = re.compile(
-    r"<parameter\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(?:</parameter>|\Z)", re.DOTALL
-)
+_STRING_ATTRIBUTE = re.compile(r"""\bstring\s*=\s*["']?(true|false)""")
 
 
-def minimax_m2(text: str, tools: Tools = None) -> TextToolCalls | None:
-    """``<invoke name=…>`` calls with ``<parameter name=…>`` values (MiniMax-M2)."""
-    blocks = list(_M2_BLOCK.finditer(text))
-    if not blocks:
-        return None
-    found = TextToolCalls(text)
-    kept, pos = [], 0
-    for block in blocks:
-        kept.append(text[pos : block.start()])
-        pos = block.end()
-        invokes = list(_M2_INVOKE.finditer(block.group(1)))
-        if not invokes:
-            found.failures.append("<minimax:tool_call> holds no <invoke name=...>")
-        for invoke in invokes:
-            name = invoke.group(1).strip()
-            pairs = [
-                (m.group(1), _trim_newline(m.group(2).strip(" \t")))
-                for m in _M2_PARAMETER.finditer(invoke.group(2))
-            ]
-            _add_call(name, pairs, tools, found)
-    kept.append(text[pos:])
-    return found.finish("".join(kept))
+def invoke_format(block: str, namespace: str = "", *, strip: bool = True) -> Parser:
+    """A parser for ``<NSinvoke name="f"><NSparameter name="k">v</NSparameter></NSinvoke>`` calls
+    inside the ``block`` pattern's first group. ``strip``: the spaces, tabs and one line break
+    around a value are markup, not data (MiniMax-M2); without it a value is kept as written."""
+    blocks = re.compile(block, re.DOTALL)
+    ns = re.escape(namespace)
+    invoke = re.compile(
+        rf"<{ns}invoke\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(</{ns}invoke>|\Z)", re.DOTALL
+    )
+    parameter = re.compile(
+        rf"<{ns}parameter\s+name=[\"']?([^\"'>]+)[\"']?([^>]*)>(.*?)(?:</{ns}parameter>|\Z)",
+        re.DOTALL,
+    )
+
+    def parse(text: str, tools: Tools = None) -> TextToolCalls | None:
+        found_blocks = list(blocks.finditer(text))
+        if not found_blocks:
+            return None
+        found = TextToolCalls(text)
+        kept, pos = [], 0
+        for block in found_blocks:
+            kept.append(text[pos : block.start()])
+            pos = block.end()
+            invokes = list(invoke.finditer(block.group(1)))
+            if not invokes:
+                found.failures.append(f"the tool-call block holds no <{namespace}invoke name=...>")
+            for call in invokes:
+                name = call.group(1).strip()
+                if not call.group(3):
+                    found.failures.append(f"{name[:80]!r}: <{namespace}invoke> never closed")
+                    continue
+                pairs, kinds = [], {}
+                for m in parameter.finditer(call.group(2)):
+                    value = _trim_newline(m.group(3).strip(" \t")) if strip else m.group(3)
+                    pairs.append((m.group(1), value))
+                    marked = _STRING_ATTRIBUTE.search(m.group(2))
+                    if marked is not None and marked.group(1) == "true":
+                        kinds[m.group(1).strip()] = "string"
+                _add_call(name, pairs, tools, found, kinds)
+        kept.append(text[pos:])
+        return found.finish("".join(kept))
+
+    return parse
+
+
+minimax_m2 = invoke_format(r"<minimax:tool_call>(.*?)(?:</minimax:tool_call>|\Z)")
+"""``<invoke name=…>`` calls with ``<parameter name=…>`` values (MiniMax-M2)."""
+
+step3 = invoke_format(
+    r"<｜tool_calls_begin｜>(.*?)(?:<｜tool_calls_end｜>|\Z)", "steptml:", strip=False
+)
+"""``<steptml:invoke name=…>`` calls between ``<｜tool_calls_begin｜>`` and
+``<｜tool_calls_end｜>`` (Step-3); a string value keeps the spaces around it."""
+
+step_deepresearch = invoke_format(
+    r"<steptml:toolcall>(.*?)(?:</steptml:toolcall>|\Z)", "steptml:", strip=False
+)
+"""``<steptml:invoke name=…>`` calls inside ``<steptml:toolcall>`` (Step DeepResearch)."""
+
+_dsml = invoke_format(r"<｜DSML｜function_calls>(.*?)(?:</｜DSML｜function_calls>|\Z)", "｜DSML｜")
+
+
+def deepseek_v32(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """DeepSeek-V3.2's DSML calls (``<｜DSML｜invoke name=…>``); the V3.1 layout its earlier
+    template wrote is read too."""
+    return _dsml(text, tools) if "<｜DSML｜function_calls>" in text else deepseek(text, tools)

@@ -4,10 +4,12 @@
   the text (as SGLang reads them); a list that cannot be read is reported when it ends the
   message, and left as prose elsewhere.
 - ``llama4_pythonic``: the same, maybe between ``<|python_start|>`` and ``<|python_end|>``.
+- ``olmo3`` (Olmo 3): one call a line, no list, between ``<function_calls>`` and
+  ``</function_calls>``; JSON's ``true``, ``false`` and ``null`` are read as Python's.
 
 Arguments are keywords whose values are Python literals (strings, numbers, ``True``/``None``,
 lists, dicts); read with `ast`, never evaluated. Source: vLLM ``pythonic_tool_parser.py`` and
-``llama4_pythonic_tool_parser.py``.
+``llama4_pythonic_tool_parser.py``, ``olmo3_tool_parser.py``.
 """
 
 from __future__ import annotations
@@ -47,26 +49,38 @@ def _read(source: str) -> list[tuple[str, dict[str, Any]]] | None:
         return None
     if not all(isinstance(e, ast.Call) for e in body.elts):
         return None
-    calls = []
-    for call in body.elts:
-        assert isinstance(call, ast.Call)
-        name = _name(call.func)
-        if call.args:
-            raise _NotACall(f"{name}: positional arguments (only keyword=value is a call)")
-        arguments: dict[str, Any] = {}
-        for keyword in call.keywords:
-            if keyword.arg is None:
-                raise _NotACall(f"{name}: **arguments")
-            try:
-                arguments[keyword.arg] = ast.literal_eval(keyword.value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                raise _NotACall(f"{name}: {keyword.arg} is not a literal value") from None
+    return [_call(call) for call in body.elts if isinstance(call, ast.Call)]
+
+
+_JSON_LITERALS = {"true": True, "false": False, "null": None}
+
+
+class _JsonLiterals(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in _JSON_LITERALS:
+            return ast.copy_location(ast.Constant(_JSON_LITERALS[node.id]), node)
+        return node
+
+
+def _call(call: ast.Call, json_literals: bool = False) -> tuple[str, dict[str, Any]]:
+    """One keyword call's name and arguments; `_NotACall` when it cannot be read."""
+    name = _name(call.func)
+    if call.args:
+        raise _NotACall(f"{name}: positional arguments (only keyword=value is a call)")
+    arguments: dict[str, Any] = {}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            raise _NotACall(f"{name}: **arguments")
+        value = _JsonLiterals().visit(keyword.value) if json_literals else keyword.value
         try:
-            json_value(arguments)
-        except ValueError as e:
-            raise _NotACall(f"{name}: the arguments hold {e}") from None
-        calls.append((name, arguments))
-    return calls
+            arguments[keyword.arg] = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise _NotACall(f"{name}: {keyword.arg} is not a literal value") from None
+    try:
+        json_value(arguments)
+    except ValueError as e:
+        raise _NotACall(f"{name}: the arguments hold {e}") from None
+    return name, arguments
 
 
 def pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
@@ -124,3 +138,31 @@ def llama4_pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
     prose = found.text if found.calls else ""
     found.text = text
     return found.finish(before + prose + after)
+
+
+_OLMO = re.compile(r"<function_calls>(.*?)(?:</function_calls>|\Z)", re.DOTALL)
+
+
+def olmo3(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """Keyword calls, one a line, between ``<function_calls>`` and ``</function_calls>``."""
+    block = _OLMO.search(text)
+    if block is None:
+        return None
+    found = TextToolCalls(text)
+    try:
+        tree = ast.parse(block.group(1).strip(), mode="exec")
+        statements = tree.body
+        if not statements:
+            raise _NotACall("<function_calls> holds no call")
+        calls = []
+        for statement in statements:
+            if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+                raise _NotACall("<function_calls> holds something other than calls")
+            calls.append(_call(statement.value, json_literals=True))
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
+        reason = str(e) if isinstance(e, _NotACall) else "<function_calls> is not Python calls"
+        found.failures.append(reason)
+        return found
+    for name, arguments in calls:
+        found.add_arguments(name, arguments)
+    return found.finish(text[: block.start()] + text[block.end() :])

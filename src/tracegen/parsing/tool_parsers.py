@@ -16,19 +16,30 @@ from tracegen.errors import ConfigError
 from tracegen.parsing.autodetect import Choice, detect_tool_parser
 from tracegen.parsing.formats_json import (
     deepseek,
+    gigachat3,
     granite,
     granite_20b_fc,
     hermes,
+    internlm,
     kimi_k2,
     llama3_json,
+    longcat,
     minimax,
     mistral,
     openai,
     phi4_mini_json,
     xlam,
 )
-from tracegen.parsing.formats_markup import glm45, minimax_m2, qwen3_coder
-from tracegen.parsing.formats_pythonic import llama4_pythonic, pythonic
+from tracegen.parsing.formats_markup import (
+    deepseek_v32,
+    glm45,
+    minimax_m2,
+    qwen3_coder,
+    seed_oss,
+    step3,
+    step_deepresearch,
+)
+from tracegen.parsing.formats_pythonic import llama4_pythonic, olmo3, pythonic
 from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools
 from tracegen.schema import ToolCall
 
@@ -38,6 +49,7 @@ PARSERS: dict[str, Parser] = {
     "qwen3_coder": qwen3_coder,
     "deepseek_v3": deepseek,
     "deepseek_v31": deepseek,
+    "deepseek_v32": deepseek_v32,
     "llama3_json": llama3_json,
     "pythonic": pythonic,
     "llama4_pythonic": llama4_pythonic,
@@ -51,6 +63,13 @@ PARSERS: dict[str, Parser] = {
     "xlam": xlam,
     "minimax": minimax,
     "minimax_m2": minimax_m2,
+    "internlm": internlm,
+    "longcat": longcat,
+    "gigachat3": gigachat3,
+    "olmo3": olmo3,
+    "seed_oss": seed_oss,
+    "step3": step3,
+    "step_deepresearch": step_deepresearch,
 }
 """Each family's parser, by vLLM's name for it."""
 
@@ -64,19 +83,41 @@ ALIASES: dict[str, str] = {
     "glm47": "glm45",
     "gpt-oss": "openai",
     "harmony": "openai",
+    "jamba": "minimax",
+    "hunyuan_a13b": "minimax",
+    "ernie45": "hermes",
+    # SGLang's names (python/sglang/srt/function_call/function_call_parser.py)
+    "deepseekv3": "deepseek_v3",
+    "deepseekv31": "deepseek_v31",
+    "deepseekv32": "deepseek_v32",
+    "glm": "glm45",
+    "minimax-m2": "minimax_m2",
+    "hunyuan": "minimax",
+    "interns1": "internlm",
+    "step3p5": "qwen3_coder",
 }
-"""Other names users know the formats by (tracegen's earlier names, other projects')."""
+"""Other names for the same formats: vLLM's names for a layout another family shares (Jamba
+and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 writes Hermes'), SGLang's,
+tracegen's earlier ones."""
 
 TRY_ORDER: tuple[str, ...] = (
     "kimi_k2",
+    "deepseek_v32",
     "deepseek_v31",
     "openai",
     "minimax_m2",
+    "step3",
+    "step_deepresearch",
+    "seed_oss",
     "qwen3_coder",
     "glm45",
+    "internlm",
+    "longcat",
+    "olmo3",
     "hermes",
     "minimax",
     "mistral",
+    "gigachat3",
     "phi4_mini_json",
     "granite",
     "granite-20b-fc",

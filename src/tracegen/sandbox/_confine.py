@@ -73,14 +73,20 @@ _SECCOMP_ARCH = {
         0x40000000,
         {"socket": 41, "socketpair": 53, "clone": 56, "unshare": 272, "setns": 308,
          "add_key": 248, "request_key": 249, "keyctl": 250, "prlimit64": 302,
-         "io_uring_setup": 425, "clone3": 435, "sendmsg": 46, "sendmmsg": 307},
+         "io_uring_setup": 425, "clone3": 435, "fadvise64": 221, "readahead": 187,
+         "mincore": 27, "madvise": 28, "process_madvise": 440, "cachestat": 451,
+         "preadv2": 327, "pwritev2": 328, "flock": 73, "fcntl": 72, "inotify_init": 253,
+         "inotify_init1": 294, "fanotify_init": 300, "sendmsg": 46, "sendmmsg": 307},
     ),
     "aarch64": (
         0xC00000B7,
         0,
         {"socket": 198, "socketpair": 199, "clone": 220, "unshare": 97, "setns": 268,
          "add_key": 217, "request_key": 218, "keyctl": 219, "prlimit64": 261,
-         "io_uring_setup": 425, "clone3": 435, "sendmsg": 211, "sendmmsg": 269},
+         "io_uring_setup": 425, "clone3": 435, "fadvise64": 223, "readahead": 213,
+         "mincore": 232, "madvise": 233, "process_madvise": 440, "cachestat": 451,
+         "preadv2": 286, "pwritev2": 287, "flock": 32, "fcntl": 25,
+         "inotify_init1": 26, "fanotify_init": 262, "sendmsg": 211, "sendmmsg": 269},
     ),
 }  # fmt: skip
 
@@ -184,28 +190,43 @@ def _seccomp_program() -> bytes:
     of tracegen, its zygote or judge), new namespaces (``unshare`` or ``clone`` with a
     ``CLONE_NEW*`` flag, ``setns``) and foreign-ABI calls. ``clone3`` fails with ``ENOSYS``:
     its flags lie in memory a filter cannot read, and the C library then falls back to
-    ``clone``, whose flags it can (threads and forks pass no namespace flag).
+    ``clone``, whose flags it can (threads and forks pass no namespace flag). A pair of
+    ``AF_UNIX`` sockets made by ``socketpair`` is connected to itself alone: it reaches
+    nothing outside the execution's own processes (asyncio's event loop wakes itself
+    through one).
 
-    A pair of ``AF_UNIX`` sockets made by ``socketpair`` is connected to itself alone: it
-    reaches nothing outside the execution's own processes (asyncio's event loop wakes
-    itself through one).
+    Then what would let an execution leave a mark in kernel state it shares with later or
+    concurrent executions, or read one (`SHARED_STATE`): the host's page cache (evicting
+    pages with ``fadvise``, ``MADV_PAGEOUT`` or ``MADV_COLD``, probing them with
+    ``mincore``, ``cachestat`` or a read with ``RWF_NOWAIT``), file locks, watches on
+    files (inotify, fanotify, dnotify), sockets other than TCP ones (a UDP or netlink
+    port held is seen by a concurrent execution; Landlock refuses TCP's bind and connect).
+    Advice and locks *succeed without effect* (``posix_fadvise``, ``readahead``, ``flock``,
+    ``fcntl``'s ``F_SETLK``/``F_SETLKW``/``F_OFD_SETLK*``): a lock in an execution's own
+    directory locks nothing any other process could take, and SQLite, ``shelve`` or
+    ``fcntl.lockf`` on its own files keep working (two processes of one execution are not
+    kept from each other by them). A read with ``RWF_NOWAIT`` fails as on a file that
+    does not support it (``EOPNOTSUPP``), and the rest with ``EPERM``.
     """
     arch, x32, nr = _SECCOMP_ARCH[_MACHINE]
     ld_w_abs, jeq_k, jge_k, jset_k, ret_k = 0x20, 0x15, 0x35, 0x45, 0x06
-    allow = 0x7FFF0000
+    alu_and_k = 0x54
+    allow, no_effect = 0x7FFF0000, 0x00050000
     deny, absent = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
-    arg0 = 16  # the low half of the first argument: an address family or the flags
+    unsupported = 0x00050000 | errno.EOPNOTSUPP
 
-    def when_arg(number: int, test: int, k: int, *, passes: bool = True) -> list[bytes]:
-        """``number``'s calls fail when their first argument passes ``test`` with ``k``
-        (or, not ``passes``, when it fails it)."""
-        return [
-            _bpf(jeq_k, number, jt=0, jf=4),
-            _bpf(ld_w_abs, arg0),
-            _bpf(test, k, jt=0 if passes else 1, jf=1 if passes else 0),
-            _bpf(ret_k, deny),
-            _bpf(ret_k, allow),
-        ]
+    def arg(index: int) -> int:
+        """The offset of the low half of argument ``index`` in ``struct seccomp_data``."""
+        return 16 + 8 * index
+
+    def on_call(number: int, index: int, cases: list[tuple[int, int, int]]) -> list[bytes]:
+        """``number``'s calls end with ``action`` for the first ``(test, k, action)`` its
+        argument ``index`` passes (``test`` with ``k``), else are allowed."""
+        body = [_bpf(ld_w_abs, arg(index))]
+        for test, k, action in cases:
+            body += [_bpf(test, k, jt=0, jf=1), _bpf(ret_k, action)]
+        body.append(_bpf(ret_k, allow))
+        return [_bpf(jeq_k, number, jt=0, jf=len(body)), *body]
 
     program = [
         _bpf(ld_w_abs, 4),  # arch
@@ -215,7 +236,7 @@ def _seccomp_program() -> bytes:
         _bpf(jge_k, x32 or 0xFFFFFFFF, jt=0, jf=1),
         _bpf(ret_k, deny),
     ]
-    for name, action in (
+    calls = [
         ("io_uring_setup", deny),
         ("sendmsg", deny),
         ("sendmmsg", deny),
@@ -224,15 +245,61 @@ def _seccomp_program() -> bytes:
         ("request_key", deny),
         ("keyctl", deny),
         ("clone3", absent),
-    ):
+        *((name, action) for name, action in SHARED_STATE if name in nr),
+    ]
+    for name, action in calls:
         program += [_bpf(jeq_k, nr[name], jt=0, jf=1), _bpf(ret_k, action)]
-    program += when_arg(nr["socket"], jeq_k, _AF_UNIX)
-    program += when_arg(nr["socketpair"], jeq_k, _AF_UNIX, passes=False)
-    program += when_arg(nr["unshare"], jset_k, _NAMESPACES | _CLONE_NEWTIME)
-    program += when_arg(nr["clone"], jset_k, _NAMESPACES)
-    program += when_arg(nr["prlimit64"], jeq_k, 0, passes=False)  # pid 0: the caller
+    # socket: TCP over IPv4 or IPv6 only (family, then the type without its flags).
+    socket_tail = [
+        _bpf(ld_w_abs, arg(1)),
+        _bpf(alu_and_k, 0xF),
+        _bpf(jeq_k, _SOCK_STREAM, jt=0, jf=1),
+        _bpf(ret_k, allow),
+        _bpf(ret_k, deny),
+    ]
+    program += [
+        _bpf(jeq_k, nr["socket"], jt=0, jf=4 + len(socket_tail)),
+        _bpf(ld_w_abs, arg(0)),
+        _bpf(jeq_k, _AF_INET, jt=2, jf=0),
+        _bpf(jeq_k, _AF_INET6, jt=1, jf=0),
+        _bpf(ret_k, deny),
+        *socket_tail,
+    ]
+    program += on_call(nr["socketpair"], 0, [(jeq_k, _AF_UNIX, allow), (jge_k, 0, deny)])
+    program += on_call(nr["unshare"], 0, [(jset_k, _NAMESPACES | _CLONE_NEWTIME, deny)])
+    program += on_call(nr["clone"], 0, [(jset_k, _NAMESPACES, deny)])
+    # pid 0 is the caller: any other is refused.
+    program += on_call(nr["prlimit64"], 0, [(jeq_k, 0, allow), (jge_k, 0, deny)])
+    program += on_call(nr["preadv2"], 5, [(jset_k, _RWF_NOWAIT, unsupported)])
+    program += on_call(nr["pwritev2"], 5, [(jset_k, _RWF_NOWAIT, unsupported)])
+    program += on_call(nr["madvise"], 2, [(jeq_k, a, no_effect) for a in _MADV_EVICT])
+    program += on_call(
+        nr["fcntl"],
+        1,
+        [(jeq_k, c, no_effect) for c in _F_SETLOCK] + [(jeq_k, c, deny) for c in _F_WATCH],
+    )
     program.append(_bpf(ret_k, allow))
     return b"".join(program)
+
+
+SHARED_STATE = (
+    ("fadvise64", 0x00050000),  # succeeds, does nothing
+    ("readahead", 0x00050000),
+    ("flock", 0x00050000),
+    ("mincore", 0x00050000 | errno.EPERM),
+    ("cachestat", 0x00050000 | errno.EPERM),
+    ("process_madvise", 0x00050000 | errno.EPERM),
+    ("inotify_init", 0x00050000 | errno.EPERM),
+    ("inotify_init1", 0x00050000 | errno.EPERM),
+    ("fanotify_init", 0x00050000 | errno.EPERM),
+)
+"""System calls on the kernel state executions share, and what the filter makes of them:
+success without effect (advice, locks) or ``EPERM`` (see `_seccomp_program`)."""
+_AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
+_RWF_NOWAIT = 0x8
+_MADV_EVICT = (20, 21)  # MADV_COLD, MADV_PAGEOUT
+_F_SETLOCK = (6, 7, 37, 38)  # F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
+_F_WATCH = (1024, 1026)  # F_SETLEASE, F_NOTIFY
 
 
 class Confinement:

@@ -275,7 +275,7 @@ class BuiltinLayers:
             scope = ", no signals out" if self.landlock >= 6 else ""
             parts.append(f"landlock ABI {self.landlock} (fs read-only except own dir{scope})")
         if self.seccomp:
-            parts.append("seccomp (no unix sockets, no new namespaces)")
+            parts.append("seccomp (no unix sockets, no new namespaces, no shared kernel state)")
         return ", ".join([*parts, "rlimits"])
 
     def zygote_config(self) -> dict[str, Any]:

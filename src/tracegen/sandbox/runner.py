@@ -95,6 +95,22 @@ class _Raw:
     killed_by_cleanup: bool = False
     judge: Literal["done", "died"] | None = None
     key: bytes = b""
+    cpu_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    """What one `Sandbox.run_process` execution did, as its parent saw it: nothing in it
+    comes from a report the process could write. ``killed_for`` says tracegen ended it
+    (``error``: the sandbox failed, never the program's doing)."""
+
+    exit_code: int | None
+    signal: int | None
+    cpu_s: float
+    wall_s: float
+    stdout: bytes
+    stderr: bytes
+    killed_for: Literal["timeout", "output-limit", "error"] | None
 
 
 @dataclass
@@ -453,6 +469,28 @@ class Sandbox:
                 return result
         return result
 
+    async def run_process(
+        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+    ) -> ProcessRun:
+        """Run a script whose verdict is its exit and its output alone (it may replace itself
+        with another program): ``timeout_s`` wall clock and ``output_bytes`` of stdout (and
+        of stderr) instead of the sandbox's limits; it must not report (close fd 3)."""
+        raw = await self._execute(
+            "code", None, {"code": code}, timeout_s=timeout_s, output_bytes=output_bytes
+        )
+        killed_for: Literal["timeout", "output-limit", "error"] | None = raw.killed_for
+        if raw.worker_died:
+            killed_for = "error"
+        return ProcessRun(
+            exit_code=raw.exit_code,
+            signal=raw.signal,
+            cpu_s=raw.cpu_s,
+            wall_s=raw.duration_s,
+            stdout=raw.stdout,
+            stderr=raw.stderr,
+            killed_for=killed_for,
+        )
+
     async def _ensure_zygote(self) -> _ZygoteProcess:
         async with self._zygote_lock:
             if self._zygote is None or not self._zygote.alive:
@@ -466,7 +504,13 @@ class Sandbox:
             return self._zygote
 
     async def _execute(
-        self, mode: Literal["tests", "code"], candidate: bytes | None, signed: dict[str, Any]
+        self,
+        mode: Literal["tests", "code"],
+        candidate: bytes | None,
+        signed: dict[str, Any],
+        *,
+        timeout_s: float | None = None,
+        output_bytes: int | None = None,
     ) -> _Raw:
         """Run one execution: ``candidate`` to the code's process, ``signed`` (with a fresh
         key) to the process that reports: the judge, or the script itself."""
@@ -477,7 +521,9 @@ class Sandbox:
             try:
                 zygote = await self._ensure_zygote()
                 try:
-                    raw = await self._run(zygote, uid, mode, candidate, reporter)
+                    raw = await self._run(
+                        zygote, uid, mode, candidate, reporter, timeout_s, output_bytes
+                    )
                 except _WorkerDied:
                     raw = _Raw(worker_died=True)
             finally:
@@ -492,9 +538,13 @@ class Sandbox:
         mode: Literal["tests", "code"],
         candidate: bytes | None,
         reporter: bytes,
+        timeout_s: float | None = None,
+        output_bytes: int | None = None,
     ) -> _Raw:
         loop = asyncio.get_running_loop()
         limits = self.limits
+        timeout_s = limits.timeout_s if timeout_s is None else timeout_s
+        output_limit = limits.output_bytes if output_bytes is None else output_bytes
         # code: [stdin, stdout, stderr, report]; tests: [stdin, stdout, stderr, tests, report]
         count = 5 if mode == "tests" else 4
         pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(count)]
@@ -510,8 +560,8 @@ class Sandbox:
                 finished.set_result(None)
 
         captures = [
-            _Capture(ours[1], limits.output_bytes, lambda: finish("output-limit")),
-            _Capture(ours[2], limits.output_bytes, lambda: finish("output-limit")),
+            _Capture(ours[1], output_limit, lambda: finish("output-limit")),
+            _Capture(ours[2], output_limit, lambda: finish("output-limit")),
             _Capture(ours[-1], _REPORT_LIMIT),
         ]
         run_id = next(self._ids)
@@ -537,7 +587,7 @@ class Sandbox:
             if (rest := _write_now(ours[i], data))
         ]
         done_future.add_done_callback(lambda _: finish())
-        timer = loop.call_later(limits.timeout_s, finish, "timeout")
+        timer = loop.call_later(timeout_s, finish, "timeout")
         try:
             await finished
             if not done_future.done():
@@ -557,6 +607,7 @@ class Sandbox:
             for capture in captures:
                 outputs.close(capture)
         raw.exit_code, raw.signal = done.exit, done.signal
+        raw.cpu_s = done.cpu_s
         raw.cpu_limit_hit = done.cpu_s >= limits.cpu_s
         raw.killed_by_cleanup = done.killed and raw.killed_for is None
         raw.judge = done.judge

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from rich.console import Console
 from rich.table import Table
 
 from tracegen.errors import ConfigError
 from tracegen.jsonl import dumps
 from tracegen.problems.loader import load_problems
 from tracegen.schema import Problem
+from tracegen.terminal import console, json_bytes, untrusted
 
 
 def split_ids(problem_ids: str | None) -> list[str] | None:
@@ -37,15 +37,16 @@ def problems_command(
     if json_out:
         out = sys.stdout.buffer
         for problem in problems:
-            out.write(dumps(problem))
+            out.write(json_bytes(dumps(problem)))
         out.flush()
         return
-    table = Table(title=f"{source}: {len(problems)} problems")
+    table = Table(title=untrusted(f"{source}: {len(problems)} problems"))
     table.add_column("id", style="bold")
     table.add_column("kind")
     table.add_column("entry point")
     table.add_column("tests", justify="right")
     table.add_column("test kinds")
     for p in problems:
-        table.add_row(p.id, p.kind, p.entry_point or "-", str(len(p.tests)), _test_kinds(p))
-    Console().print(table)
+        cells = (p.id, p.kind, p.entry_point or "-", str(len(p.tests)), _test_kinds(p))
+        table.add_row(*map(untrusted, cells))
+    console().print(table)

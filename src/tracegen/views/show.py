@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 import orjson
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
@@ -26,6 +26,7 @@ from rich.text import Text
 from tracegen.errors import ConfigError, InputFileError, JsonlError
 from tracegen.jsonl import explain, iter_raw_lines, validate
 from tracegen.schema import ChatMessage, Step, Trace
+from tracegen.terminal import console, printable, untrusted
 
 STYLES = {
     "think": "cyan",
@@ -66,18 +67,20 @@ def _clip(text: str, limit: int = MAX_CHARS) -> tuple[str, Text | None]:
     return text[:limit], note
 
 
-def _cell(text: str) -> str:
+def _cell(text: str) -> Text:
     clipped, note = _clip(text, MAX_CELL)
-    return clipped if note is None else f"{clipped}… ({len(text) - MAX_CELL:,} more)"
+    return untrusted(clipped if note is None else f"{clipped}… ({len(text) - MAX_CELL:,} more)")
 
 
 def _text(text: str, style: str = "") -> RenderableType:
     clipped, note = _clip(text)
-    return Text(clipped, style=style) if note is None else Group(Text(clipped, style=style), note)
+    shown = untrusted(clipped, style=style)
+    return shown if note is None else Group(shown, note)
 
 
 def _code(text: str, lexer: str = "python") -> RenderableType:
     clipped, note = _clip(text)
+    clipped = printable(clipped)
     code = Syntax(clipped, lexer, theme=THEME, word_wrap=True, background_color="default")
     return code if note is None else Group(code, note)
 
@@ -93,7 +96,7 @@ def _tool_call(text: str) -> RenderableType:
         return _code(orjson.dumps(call, option=orjson.OPT_INDENT_2).decode(), "json")
     args = function.get("arguments")
     if isinstance(args, dict) and isinstance(args.get("code"), str):
-        name = Text(f"{function.get('name', '?')}(code=…)", style="bold")
+        name = untrusted(f"{function.get('name', '?')}(code=…)", style="bold")
         return Group(name, _code(args["code"]))
     return _code(orjson.dumps(call, option=orjson.OPT_INDENT_2).decode(), "json")
 
@@ -118,7 +121,7 @@ def _step(step: Step) -> Panel:
     title = step.kind + (" · system" if step.source == "system" else "")
     if step.parse_strategy:
         title += f" · parsed {step.parse_strategy}"
-    return Panel(body, title=title, title_align="left", border_style=STYLES[step.kind])
+    return Panel(body, title=untrusted(title), title_align="left", border_style=STYLES[step.kind])
 
 
 def _message(message: ChatMessage) -> Panel:
@@ -131,7 +134,7 @@ def _message(message: ChatMessage) -> Panel:
         parts.append(_tool_call(call.model_dump_json()))
     title = message.role + (f" · {message.tool_name}" if message.tool_name else "")
     style = ROLE_STYLES[message.role]
-    return Panel(Group(*parts), title=title, title_align="left", border_style=style)
+    return Panel(Group(*parts), title=untrusted(title), title_align="left", border_style=style)
 
 
 def _header(trace: Trace) -> Table:
@@ -151,7 +154,7 @@ def _header(trace: Trace) -> Table:
     if trace.continuation:
         rows.append(("continuation", trace.continuation))
     for key, value in rows:
-        grid.add_row(key, Text(_cell(value)))
+        grid.add_row(key, _cell(value))
     return grid
 
 
@@ -160,14 +163,14 @@ def _tests(shown: Shown) -> Table | None:
     if verdict is None:
         return None
     table = Table(
-        title=f"Tests: {verdict.passed}/{verdict.total} passed ({verdict.status})",
+        title=untrusted(f"Tests: {verdict.passed}/{verdict.total} passed ({verdict.status})"),
         title_justify="left",
     )
     for name in ("test", "", "expected", "actual", "error"):
         table.add_column(name, overflow="fold")
     for t in verdict.tests:
         mark = Text("✓", style="green") if t.passed else Text("✗", style="red")
-        cells = (Text(_cell(v or "")) for v in (t.expected, t.actual, t.error))
+        cells = (_cell(v or "") for v in (t.expected, t.actual, t.error))
         table.add_row(_cell(t.name), mark, *cells)
     if shown.hidden.get("tests"):
         table.caption = f"… {shown.hidden['tests']:,} more tests not shown"
@@ -180,7 +183,7 @@ def _metrics(trace: Trace) -> Table:
     table.add_column(justify="right")
     for name, value in trace.metrics.model_dump().items():
         if value:
-            table.add_row(name, Text(_cell(str(value))))
+            table.add_row(name, _cell(str(value)))
     usage = trace.usage
     table.add_row("requests", str(usage.requests))
     table.add_row(
@@ -295,6 +298,6 @@ def show_command(
 ) -> None:
     """Print one trace of ``file``; plain text when stdout is not a terminal."""
     shown = find_trace(file, index=index, trace_id=trace_id, only_failed=only_failed)
-    console = Console(highlight=False)
+    out = console(highlight=False)
     for part in render_parts(shown):
-        console.print(part)
+        out.print(part)

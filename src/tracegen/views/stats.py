@@ -38,6 +38,7 @@ import msgspec
 
 from tracegen.errors import ConfigError, InputFileError, JsonlError
 from tracegen.jsonl import iter_struct_blocks, line_spans
+from tracegen.terminal import json_bytes, one_line
 from tracegen.views.pass_at_k import pass_at_k
 
 BY_KEYS = {"mode": "mode", "model": "model", "problem": "problem_id"}
@@ -524,7 +525,7 @@ def _collect(paths: list[Path], job: _Job, workers: int | None) -> tuple[Stats, 
                     if strict:
                         raise err
                     if reported < MAX_REPORTED:
-                        print(f"tracegen: warning: {err}", file=sys.stderr)
+                        print(f"tracegen: warning: {one_line(str(err))}", file=sys.stderr)
                         reported += 1
                 before += part.lines
                 stats.merge(part.stats)
@@ -546,7 +547,9 @@ def stats_command(
     data = stats.to_json()
     if json_out:
         # msgspec writes integers of any size: counts summed over many lines may pass 2⁶⁴.
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(data), indent=2).decode() + "\n")
+        text = msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n"
+        sys.stdout.buffer.write(json_bytes(text))
+        sys.stdout.buffer.flush()
         return
     from tracegen.views.stats_table import print_stats
 

@@ -11,9 +11,11 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 
+from tracegen.terminal import console as safe_console
+from tracegen.terminal import untrusted
 from tracegen.views.numbers import num, pct
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -63,7 +65,7 @@ def _summary(data: dict[str, Any]) -> Table:
     failed = data["failed_episodes"]
     table.add_row("failed episodes", num(failed), pct(_share(failed, data["traces"])), "")
     for reason, n in data["failed_by_reason"].items():
-        table.add_row(f"  {reason}", num(n), pct(_share(n, data["traces"])), "")
+        table.add_row(untrusted(f"  {reason}"), num(n), pct(_share(n, data["traces"])), "")
     return table
 
 
@@ -95,7 +97,7 @@ def _tools(data: dict[str, Any]) -> Table:
     table.add_column("count", justify="right")
     table.add_row("tool-call parse failures", num(data["parse_failures"]))
     for strategy, n in data["parse_strategies"].items():
-        table.add_row(f"  parsed by {strategy}", num(n))
+        table.add_row(untrusted(f"  parsed by {strategy}"), num(n))
     table.add_row("hallucinated results stripped", num(data["hallucinated_results"]))
     table.add_row("  in traces", num(data["traces_with_hallucinated_results"]))
     table.add_row("execution timeouts", num(data["exec_timeouts"]))
@@ -126,7 +128,7 @@ def _problems(data: dict[str, Any]) -> Table:
     for pid, row in rows[:MAX_PROBLEM_ROWS]:
         rate = row["success_rate"]
         table.add_row(
-            pid,
+            untrusted(pid),
             num(row["traces"]),
             num(row["success"]),
             pct(rate),
@@ -149,7 +151,12 @@ def _pass_at_k(data: dict[str, Any]) -> Table:
     for k in ks:
         table.add_column(f"pass@{k}", justify="right")
     for run in runs:
-        row = [run["mode"], run["model"], num(run["problems"]), num(run["samples_per_problem"])]
+        row: list[RenderableType] = [
+            untrusted(run["mode"]),
+            untrusted(run["model"]),
+            num(run["problems"]),
+            num(run["samples_per_problem"]),
+        ]
         table.add_row(*row, *(pct(run["pass_at_k"].get(k)) for k in ks))
     if len(runs) > 1:
         overall = ("all", "", "", "", *(pct(data["pass_at_k"].get(k)) for k in ks))
@@ -166,7 +173,7 @@ def _groups(by: dict[str, Any]) -> Table:
     for key, g in by["groups"].items():
         mean = g["mean"]
         table.add_row(
-            key,
+            untrusted(key),
             num(g["traces"]),
             pct(g["success_rate"]),
             pct(g["pass_at_k"].get("1")),
@@ -188,7 +195,7 @@ def print_stats(
     """Print every table of ``data`` (`Stats.to_json`); ``distributions`` are the value
     counts its histograms are drawn from."""
     if console is None:
-        console = Console(highlight=False)
+        console = safe_console(highlight=False)
         if not console.is_terminal:
             console.width = PIPE_WIDTH
     console.print(_summary(data))

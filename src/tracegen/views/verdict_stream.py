@@ -20,10 +20,12 @@ from rich.console import Console
 from rich.text import Text
 
 from tracegen.errors import ConfigError, OutputError
+from tracegen.grading.programs import JudgeOptions
 from tracegen.grading.verdicts import Solution, Verdict, check_solutions, iter_solutions, verify_one
 from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
 from tracegen.problems import load_problems
 from tracegen.sandbox.base import IsolationChoice
+from tracegen.terminal import console, json_bytes, printable
 
 IN_FLIGHT = 4
 """Solutions started per sandbox worker before the oldest one's verdict is awaited."""
@@ -40,18 +42,22 @@ async def _verify_stream(
     isolation: IsolationChoice,
     warn: Callable[[str], None],
     emit: Emit,
+    options: JudgeOptions | None = None,
 ) -> None:
     """Run ``solutions``, a bounded number at a time; ``emit`` each verdict in file order."""
+    from tracegen.grading.programs import ProgramJudge
     from tracegen.sandbox import Sandbox
+    from tracegen.sandbox.programs import Programs
 
     async with Sandbox(isolation=isolation) as sandbox:
         if sandbox.warning:
             warn(sandbox.warning)
+        judge = ProgramJudge(Programs(sandbox), options)
         window = IN_FLIGHT * sandbox.concurrency
         pending: deque[asyncio.Task[Verdict]] = deque()
         try:
             for solution in solutions:
-                pending.append(asyncio.create_task(verify_one(solution, sandbox)))
+                pending.append(asyncio.create_task(verify_one(solution, sandbox, judge)))
                 if len(pending) >= window:
                     emit(await pending.popleft())
             while pending:
@@ -71,6 +77,7 @@ def _detail(verdict: Verdict) -> str:
 
 
 def _fit(text: str, width: int) -> str:
+    text = printable(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -132,14 +139,24 @@ def _open_output(output: Path, warn: Callable[[str], None]) -> JsonlWriter:
 
 
 def verify_command(
-    *, solutions: Path, problems: str, output: Path | None, json_out: bool, sandbox: str
+    *,
+    solutions: Path,
+    problems: str,
+    output: Path | None,
+    json_out: bool,
+    sandbox: str,
+    time_scale: float = 1.0,
+    all_tests: bool = False,
 ) -> None:
     """Verify every solution of ``solutions``; failing solutions are results, not errors."""
     if sandbox not in get_args(IsolationChoice):
         raise ConfigError(f"--sandbox must be auto, bwrap, builtin or rlimit, not {sandbox!r}")
+    if not 0 < time_scale <= 100:
+        raise ConfigError(f"--time-scale must be within (0, 100], got {time_scale}")
+    options = JudgeOptions(time_scale=time_scale, all_tests=all_tests)
     by_id = {p.id: p for p in load_problems(problems)}
     check_solutions(solutions, by_id, problems)
-    stdout, stderr = Console(), Console(stderr=True, highlight=False)
+    stdout, stderr = console(), console(stderr=True, highlight=False)
 
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
@@ -157,14 +174,14 @@ def verify_command(
         if rows is not None:
             rows.add(verdict)
         else:
-            sys.stdout.buffer.write(dumps(verdict))
+            sys.stdout.buffer.write(json_bytes(dumps(verdict)))
             sys.stdout.buffer.flush()
 
     todo = iter_solutions(solutions, by_id, problems)
     try:
-        asyncio.run(_verify_stream(todo, cast(IsolationChoice, sandbox), warn, emit))
+        asyncio.run(_verify_stream(todo, cast(IsolationChoice, sandbox), warn, emit, options))
     finally:
         if writer is not None:
             writer.close()
     if rows is not None:
-        stdout.print(tally.summary())
+        stdout.print(tally.summary(), markup=False)

@@ -1,0 +1,287 @@
+"""The judge of program problems: each ``stdio``/``functional`` test run as its own execution.
+
+A program is built once (`tracegen.sandbox.programs`), then run per test under the
+problem's limits scaled by ``time_scale``; each test gets a named outcome (`Outcome`):
+``accepted``, ``wrong``, ``time``, ``memory``, ``runtime``, ``compile``, ``output-limit``,
+or ``error`` when the sandbox or tracegen failed (never counted as the program's wrong
+answer). Judging stops at the first failing test (the rest are ``skipped``) unless
+``all_tests`` is asked for, as partial-credit rewards need: then ``score`` is the fraction of
+tests passed.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from dataclasses import dataclass
+from typing import Final
+
+import orjson
+
+from tracegen.grading.compare import outputs_match
+from tracegen.sandbox._wire import short_repr, values_equal
+from tracegen.sandbox.programs import RESULT_MARKER, Built, Limits, Programs, compiler_missing
+from tracegen.sandbox.runner import ProcessRun
+from tracegen.schema import (
+    Comparison,
+    ExecResult,
+    ExecStatus,
+    Language,
+    Outcome,
+    Problem,
+    ProgramLimits,
+    TestCase,
+    TestResult,
+)
+
+OUTPUT_LIMIT: Final = 16 << 20
+"""Bytes a program may write per test (stdout, and stderr) before it is stopped."""
+SHOWN: Final = 2000
+"""Characters of expected and actual output a test result keeps."""
+CHECKER_LIMITS: Final = Limits(cpu_s=10, wall_s=20, memory_mb=1024, output_bytes=1 << 16)
+_STATUS: Final[dict[Outcome, ExecStatus]] = {
+    "accepted": "ok",
+    "wrong": "failed",
+    "time": "timeout",
+    "memory": "memory",
+    "runtime": "runtime",
+    "compile": "compile",
+    "output-limit": "output-limit",
+    "error": "error",
+    "skipped": "failed",
+}
+_SIGNALS: Final = {int(s): s.name for s in signal.Signals}
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """``time_scale`` multiplies every problem's time limit; ``all_tests`` runs every test
+    instead of stopping at the first failure."""
+
+    time_scale: float = 1.0
+    all_tests: bool = False
+    output_bytes: int = OUTPUT_LIMIT
+
+
+def _limits(problem: Problem, options: JudgeOptions) -> Limits:
+    declared = problem.limits or ProgramLimits()
+    cpu = declared.time_s * options.time_scale
+    return Limits(
+        cpu_s=cpu,
+        wall_s=2 * cpu + 1,
+        memory_mb=declared.memory_mb,
+        output_bytes=options.output_bytes,
+    )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= SHOWN else text[:SHOWN] + "…"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _failure(run: ProcessRun, limits: Limits) -> tuple[Outcome, str] | None:
+    """The outcome of a run that did not end well, and why; None if it exited 0 in time."""
+    if run.killed_for == "error":
+        return "error", "the sandbox failed during the run"
+    cpu_limit = math.ceil(limits.cpu_s)
+    if run.killed_for == "timeout":
+        return "time", f"wall-clock limit of {limits.wall_s:g} s exceeded"
+    if (
+        run.cpu_s > limits.cpu_s
+        or run.signal == signal.SIGXCPU
+        or (run.signal == signal.SIGKILL and run.cpu_s >= cpu_limit)
+    ):
+        return "time", f"CPU time limit of {limits.cpu_s:g} s exceeded ({run.cpu_s:.2f} s)"
+    if run.killed_for == "output-limit":
+        return "output-limit", f"more than {limits.output_bytes} bytes of output"
+    stderr = run.stderr.decode(errors="replace")
+    if run.signal is None and run.exit_code == 0:
+        return None
+    if "std::bad_alloc" in stderr or _last_line(stderr).startswith("MemoryError"):
+        return "memory", f"memory limit of {limits.memory_mb} MB exceeded"
+    if run.signal is not None:
+        return "runtime", f"killed by {_SIGNALS.get(run.signal, f'signal {run.signal}')}"
+    detail = _last_line(stderr)
+    return "runtime", f"exit status {run.exit_code}" + (f": {detail}" if detail else "")
+
+
+class ProgramJudge:
+    """Judges programs with one `Programs` (so built programs are shared across calls)."""
+
+    def __init__(self, programs: Programs, options: JudgeOptions | None = None) -> None:
+        self.programs = programs
+        self.options = options or JudgeOptions()
+
+    async def judge(
+        self,
+        problem: Problem,
+        code: str,
+        language: Language | None = None,
+        tests: list[TestCase] | None = None,
+    ) -> ExecResult:
+        """Run ``code`` against ``tests`` (default: all of the problem's)."""
+        tests = problem.tests if tests is None else tests
+        language = language or problem.language or "python"
+        if (missing := compiler_missing(language)) is not None:
+            return _whole(tests, "error", f"cannot run {language}: {missing}")
+        if language != "python" and any(t.kind == "functional" for t in tests):
+            return _whole(tests, "error", "functional tests call a Python entry point")
+        built = await self.programs.build(code, language)
+        if built.failure is not None:
+            return _whole(tests, "error", built.failure)
+        if built.error is not None:
+            return _whole(tests, "compile", _clip(built.error))
+        compare = problem.compare or Comparison()
+        checker = None
+        if compare.rule == "checker" and compare.checker is not None:
+            checker = await self.programs.build(compare.checker, compare.checker_language)
+            if checker.failure is not None or checker.error is not None:
+                why = checker.failure or f"the checker does not compile: {checker.error}"
+                return _whole(tests, "error", _clip(why))
+        limits = _limits(problem, self.options)
+        results: list[TestResult] = []
+        first: tuple[Outcome, str | None, ProcessRun | None] | None = None
+        for test in tests:
+            if first is not None and not self.options.all_tests:
+                results.append(_result(test, "skipped", "not run: an earlier test failed"))
+                continue
+            result, test_run = await self._one(problem, built, checker, compare, test, limits)
+            results.append(result)
+            if first is None and result.outcome != "accepted":
+                assert result.outcome is not None
+                first = (result.outcome, result.error, test_run)
+        if first is None:
+            return ExecResult(status="ok", outcome="accepted", tests=results)
+        outcome, error, run = first
+        # A sandbox failure anywhere outranks the program's own: the verdict is not its.
+        if any(r.outcome == "error" for r in results):
+            outcome, error = "error", next(r.error for r in results if r.outcome == "error")
+        return ExecResult(
+            status=_STATUS[outcome],
+            outcome=outcome,
+            tests=results,
+            error=error,
+            exit_code=run.exit_code if run else None,
+            stderr=_clip(run.stderr.decode(errors="replace")) if run else "",
+            duration_s=round(run.wall_s, 6) if run else 0.0,
+        )
+
+    async def _one(
+        self,
+        problem: Problem,
+        built: Built,
+        checker: Built | None,
+        compare: Comparison,
+        test: TestCase,
+        limits: Limits,
+    ) -> tuple[TestResult, ProcessRun]:
+        call = None
+        stdin = b""
+        if test.kind == "functional":
+            call = (problem.entry_point or "", list(test.args))
+        else:
+            stdin = (test.input or "").encode()
+        run = await self.programs.run(
+            built,
+            stdin=stdin,
+            limits=limits,
+            input_file=problem.input_file if call is None else None,
+            output_file=problem.output_file if call is None else None,
+            call=call,
+        )
+        failed = _failure(run, limits)
+        if failed is not None:
+            return _result(test, failed[0], failed[1], run), run
+        stdout = run.stdout.decode(errors="replace")
+        if test.kind == "functional":
+            return _functional(test, run, compare), run
+        expected = str(test.expected)
+        if checker is not None:
+            outcome, why = await self._check(checker, compare, test.input or "", expected, stdout)
+        elif outputs_match(stdout, expected, compare):
+            outcome, why = "accepted", None
+        else:
+            outcome, why = "wrong", f"output differs ({compare.rule})"
+        return _result(test, outcome, why, run, actual=stdout), run
+
+    async def _check(
+        self, checker: Built, compare: Comparison, given: str, expected: str, actual: str
+    ) -> tuple[Outcome, str | None]:
+        files = (
+            ("input.txt", given.encode()),
+            ("correct_output.txt", expected.encode()),
+            ("solution_output.txt", actual.encode()),
+        )
+        if compare.checker_protocol == "testlib":
+            argv = ("input.txt", "solution_output.txt", "correct_output.txt")
+        else:
+            argv = ("input.txt", "correct_output.txt", "solution_output.txt")
+        run = await self.programs.run(
+            checker, stdin=b"", limits=CHECKER_LIMITS, argv=argv, extra_files=files
+        )
+        if run.killed_for is not None or run.signal is not None:
+            return "error", "the checker failed: " + (run.killed_for or f"signal {run.signal}")
+        said = run.stdout.decode(errors="replace").split()
+        if compare.checker_protocol == "testlib":
+            if run.exit_code == 0:
+                return "accepted", None
+            if run.exit_code in (1, 2):
+                return "wrong", "the checker rejected the output"
+            return "error", f"the checker failed (exit status {run.exit_code})"
+        if run.exit_code == 0 and said and said[-1] == "1":
+            return "accepted", None
+        return "wrong", "the checker rejected the output"
+
+
+def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestResult:
+    _, marker, value = run.stdout.rpartition(b"\n" + RESULT_MARKER)
+    if not marker:
+        return _result(test, "runtime", "the entry point returned no value", run)
+    try:
+        got = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return _result(test, "wrong", "the value returned is not JSON", run)
+    expected = test.expected
+    ok = values_equal(got, expected)
+    if not ok and compare.unwrap_single and isinstance(expected, list) and len(expected) == 1:
+        ok = values_equal(got, expected[0])
+    outcome: Outcome = "accepted" if ok else "wrong"
+    why = None if ok else "the value returned differs"
+    return _result(test, outcome, why, run, actual=short_repr(got))
+
+
+def _result(
+    test: TestCase,
+    outcome: Outcome,
+    error: str | None,
+    run: ProcessRun | None = None,
+    actual: str | None = None,
+) -> TestResult:
+    expected = None
+    if not test.private:
+        expected = test.expected if isinstance(test.expected, str) else short_repr(test.expected)
+        expected = _clip(expected)
+    return TestResult(
+        name=test.name,
+        passed=outcome == "accepted",
+        expected=expected,
+        actual=None if actual is None or test.private else _clip(actual),
+        error=error,
+        outcome=outcome,
+        private=test.private,
+        cpu_s=round(run.cpu_s, 6) if run is not None else None,
+    )
+
+
+def _whole(tests: list[TestCase], outcome: Outcome, error: str) -> ExecResult:
+    """Every test with one outcome: the program never ran (compile error, no compiler)."""
+    return ExecResult(
+        status=_STATUS[outcome],
+        outcome=outcome,
+        error=error,
+        tests=[_result(t, outcome, error) for t in tests],
+    )

@@ -1,0 +1,346 @@
+"""Whole programs in the sandbox: compiled once per source, run once per test.
+
+A program is prepared by `Programs.build` in an execution of its own — C++ compiled by
+``g++ -std=c++17 -O2`` under the same isolation as everything else, with its own wall-clock,
+CPU and memory limits; Python compiled to check its syntax — and the result is kept by the
+hash of the source (and of the compiler's command), so the same program is built once.
+`Programs.run` then runs it for one test: the input on stdin (or in a named file), the
+test's time and memory limits applied to the process, its output taken from stdout (or the
+named output file). What is judged — exit status, signal, CPU time, output — is what the
+execution's parent saw, never something the program could report about itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import math
+import shutil
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Final
+
+from tracegen.sandbox.runner import ProcessRun, Sandbox
+from tracegen.schema import Language
+
+CPP_COMMAND: Final = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "prog", "prog.cpp")
+COMPILE_TIMEOUT_S: Final = 60.0
+"""Wall clock a compilation may take (its CPU time is the sandbox's CPU limit)."""
+COMPILE_MEMORY_MB: Final = 1024
+"""Address space a compilation may use (at most the sandbox's memory limit)."""
+BINARY_LIMIT: Final = 64 << 20
+"""The largest binary a compilation may produce."""
+CACHE_SIZE: Final = 256
+"""Built programs kept in memory, by hash of source and command."""
+
+
+def compiler_missing(language: Language) -> str | None:
+    """Why programs in ``language`` cannot be built here (None: they can)."""
+    if language == "cpp" and shutil.which("g++") is None:
+        return "g++ is not installed"
+    return None
+
+
+@dataclass(frozen=True)
+class Built:
+    """A program ready to run: a binary (C++) or checked source (Python); or why not."""
+
+    language: Language
+    source: str
+    binary: bytes | None = None
+    error: str | None = None
+    """The compiler's complaint: the program does not compile."""
+    failure: str | None = None
+    """The sandbox failed to build it (not the program's fault)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One run's limits: CPU seconds (the process is stopped at the next whole second
+    after it), wall-clock seconds, memory in MB and output bytes."""
+
+    cpu_s: float
+    wall_s: float
+    memory_mb: int
+    output_bytes: int
+
+
+def _literal(data: bytes) -> str:
+    return repr(base64.b64encode(data).decode())
+
+
+_PRELUDE = """\
+import os, sys, resource, binascii
+try:
+    os.close(3)
+except OSError:
+    pass
+
+def _put(name, data, mode=0o600):
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    view = memoryview(binascii.a2b_base64(data))
+    while view:
+        view = view[os.write(fd, view):]
+    os.close(fd)
+
+def _limit(which, value, grace=0):
+    hard = resource.getrlimit(which)[1]
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard - grace)
+    resource.setrlimit(which, (value, value + grace))
+"""
+
+_COMPILE_CPP = (
+    _PRELUDE
+    + """
+_put("prog.cpp", {source})
+_limit(resource.RLIMIT_AS, {memory})
+pid = os.fork()
+if pid == 0:
+    try:
+        os.dup2(2, 1)
+        os.execvp({command}[0], {command})
+    finally:
+        os._exit(127)
+_, status = os.waitpid(pid, 0)
+if os.waitstatus_to_exitcode(status) != 0:
+    os._exit(1)
+fd = os.open("prog", os.O_RDONLY)
+while chunk := os.read(fd, 1 << 16):
+    view = memoryview(chunk)
+    while view:
+        view = view[os.write(1, view):]
+os._exit(0)
+"""
+)
+
+_COMPILE_PYTHON = (
+    _PRELUDE
+    + """
+import traceback
+try:
+    compile(binascii.a2b_base64({source}).decode("utf-8"), "main.py", "exec")
+except BaseException as e:
+    sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+    sys.stderr.flush()
+    os._exit(1)
+os._exit(0)
+"""
+)
+
+_RUN = (
+    _PRELUDE
+    + """
+for _name, _data, _mode in {files}:
+    _put(_name, _data, _mode)
+_stdin = os.open({stdin}, os.O_RDONLY)
+os.dup2(_stdin, 0)
+os.close(_stdin)
+_output = {output_file}
+_limit(resource.RLIMIT_CPU, {cpu}, 1)
+_memory = {memory}
+with open("/proc/self/statm", "rb") as _f:
+    _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+def _program():
+    if {binary}:
+        _limit(resource.RLIMIT_AS, _memory)
+        _limit(resource.RLIMIT_STACK, _memory)
+        os.execv("./prog", ["./prog", *{argv}])
+    import io, traceback
+    _limit(resource.RLIMIT_AS, _memory + _held)
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+    sys.argv = ["main.py", *{argv}]
+    with open("main.py", "rb") as f:
+        source = f.read().decode("utf-8")
+    scope = {{"__name__": {module}, "__file__": os.path.abspath("main.py"),
+              "__builtins__": __builtins__}}
+    status = 0
+    try:
+        exec(compile(source, "main.py", "exec"), scope)
+        {after}
+    except SystemExit as e:
+        if e.code is None or type(e.code) is int:
+            status = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            status = 1
+    except BaseException as e:
+        try:
+            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        except BaseException:
+            pass
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(status & 0xFF)
+
+if _output is None:
+    _program()
+_null = os.open("/dev/null", os.O_WRONLY)
+pid = os.fork()
+if pid == 0:
+    os.dup2(_null, 1)
+    _program()
+_, status = os.waitpid(pid, 0)
+try:
+    fd = os.open(_output, os.O_RDONLY)
+except OSError:
+    fd = -1
+while fd >= 0 and (chunk := os.read(fd, 1 << 16)):
+    view = memoryview(chunk)
+    while view:
+        view = view[os.write(1, view):]
+if os.WIFSIGNALED(status):
+    import signal
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+)
+
+_FUNCTIONAL_CALL = """\
+import json as _json
+_entry = {entry!r}.split(".")
+_target = scope[_entry[0]]
+if len(_entry) > 1:
+    _target = getattr(_target(), _entry[1])
+_args = _json.loads(binascii.a2b_base64({args}))
+_value = _target(*_args)
+if isinstance(_value, tuple):
+    _value = list(_value)
+_text = _json.dumps(_value).encode()
+sys.stdout.flush()
+_view = memoryview(b"\\n" + {marker!r} + _text)
+while _view:
+    _view = _view[os.write(1, _view):]"""
+
+RESULT_MARKER: Final = b"\x00tracegen-result\x00"
+"""Precedes a functional test's JSON value on stdout (what the program printed comes before)."""
+
+
+class Programs:
+    """Builds and runs programs in ``sandbox``; built programs are cached by source hash."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self._built: OrderedDict[str, Built] = OrderedDict()
+        self._building: dict[str, asyncio.Future[Built]] = {}
+        self.compilations = 0
+
+    @staticmethod
+    def key(source: str, language: Language) -> str:
+        command = " ".join(CPP_COMMAND) if language == "cpp" else "python"
+        return hashlib.sha256(f"{language}\0{command}\0{source}".encode()).hexdigest()
+
+    async def build(self, source: str, language: Language) -> Built:
+        """The built program (cached; concurrent builds of the same source wait for one)."""
+        key = self.key(source, language)
+        if (built := self._built.get(key)) is not None:
+            self._built.move_to_end(key)
+            return built
+        if (pending := self._building.get(key)) is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Built] = asyncio.get_running_loop().create_future()
+        self._building[key] = future
+        try:
+            built = await self._compile(source, language)
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # retrieved: waiters see it, nobody is warned
+            raise
+        finally:
+            self._building.pop(key, None)
+        future.set_result(built)
+        if built.failure is None:
+            self._built[key] = built
+            if len(self._built) > CACHE_SIZE:
+                self._built.popitem(last=False)
+        return built
+
+    async def _compile(self, source: str, language: Language) -> Built:
+        self.compilations += 1
+        encoded = _literal(source.encode("utf-8", "surrogatepass"))
+        if language == "cpp":
+            if (missing := compiler_missing("cpp")) is not None:
+                return Built(language, source, failure=f"cannot compile C++: {missing}")
+            driver = _COMPILE_CPP.format(
+                source=encoded, memory=COMPILE_MEMORY_MB << 20, command=list(CPP_COMMAND)
+            )
+            output = BINARY_LIMIT
+        else:
+            driver = _COMPILE_PYTHON.format(source=encoded)
+            output = 1 << 16
+        run = await self.sandbox.run_process(
+            driver, timeout_s=COMPILE_TIMEOUT_S, output_bytes=output
+        )
+        stderr = run.stderr.decode(errors="replace").strip()
+        if run.killed_for == "error":
+            return Built(language, source, failure="the sandbox failed while compiling")
+        if run.killed_for == "timeout" or run.signal is not None:
+            why = "the compiler ran out of time" if run.killed_for else f"signal {run.signal}"
+            return Built(language, source, error=f"compilation stopped: {why}")
+        if run.killed_for == "output-limit":
+            return Built(language, source, error="compilation made too large a binary")
+        if run.exit_code != 0:
+            return Built(language, source, error=stderr or f"exit status {run.exit_code}")
+        if language == "cpp":
+            if not run.stdout:
+                return Built(language, source, failure="the compiler produced no binary")
+            return Built(language, source, binary=run.stdout)
+        return Built(language, source)
+
+    async def run(
+        self,
+        built: Built,
+        *,
+        stdin: bytes,
+        limits: Limits,
+        input_file: str | None = None,
+        output_file: str | None = None,
+        argv: tuple[str, ...] = (),
+        extra_files: tuple[tuple[str, bytes], ...] = (),
+        call: tuple[str, list[object]] | None = None,
+    ) -> ProcessRun:
+        """Run ``built`` once: ``stdin`` on standard input, or written to ``input_file``;
+        ``call`` (entry point, arguments) calls a Python program's function and prints its
+        value after `RESULT_MARKER`."""
+        files: list[tuple[str, str, int]] = []
+        if built.binary is not None:
+            files.append(("prog", base64.b64encode(built.binary).decode(), 0o700))
+        else:
+            files.append(("main.py", base64.b64encode(built.source.encode()).decode(), 0o600))
+        data = base64.b64encode(stdin).decode()
+        files.append((input_file or "stdin.txt", data, 0o600))
+        files += [
+            (name, base64.b64encode(content).decode(), 0o600) for name, content in extra_files
+        ]
+        after = "pass"
+        module = "__main__"
+        if call is not None:
+            entry, args = call
+            import orjson
+
+            encoded = repr(base64.b64encode(orjson.dumps(args)).decode())
+            after = _FUNCTIONAL_CALL.format(entry=entry, args=encoded, marker=RESULT_MARKER)
+            after = after.replace("\n", "\n        ")
+            module = "solution"
+        driver = _RUN.format(
+            files=repr(files),
+            stdin=repr("/dev/null" if input_file else "stdin.txt"),
+            output_file=repr(output_file),
+            cpu=max(1, math.ceil(limits.cpu_s)),
+            memory=limits.memory_mb << 20,
+            binary=built.binary is not None,
+            argv=repr(list(argv)),
+            module=repr(module),
+            after=after,
+        )
+        return await self.sandbox.run_process(
+            driver, timeout_s=limits.wall_s, output_bytes=limits.output_bytes
+        )

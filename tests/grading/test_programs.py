@@ -1,0 +1,173 @@
+"""The judge of program problems: every shape of program, in Python and C++, gets its named
+outcome under every isolation; a private test catches what the public one lets through."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from tests.support.programs import CPP, OUTCOMES, PYTHON, SUM
+from tests.support.sandboxes import EACH_ISOLATION
+from tests.support.system_tools import NEEDS_GPP
+from tracegen.grading.programs import JudgeOptions, ProgramJudge
+from tracegen.sandbox import Sandbox
+from tracegen.sandbox.programs import Programs
+from tracegen.schema import Comparison, Problem, ProgramLimits, TestCase
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=EACH_ISOLATION)
+async def judge(request: pytest.FixtureRequest) -> AsyncIterator[ProgramJudge]:
+    async with Sandbox(request.param, concurrency=2) as sandbox:
+        yield ProgramJudge(Programs(sandbox))
+
+
+@pytest.mark.parametrize("shape", sorted(PYTHON))
+async def test_python_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
+    result = await judge.judge(SUM, PYTHON[shape], "python")
+    assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
+    assert (result.status == "ok") == (OUTCOMES[shape] == "accepted")
+
+
+@pytest.mark.slow
+@NEEDS_GPP
+@pytest.mark.parametrize("shape", sorted(CPP))
+async def test_cpp_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
+    result = await judge.judge(SUM, CPP[shape], "cpp")
+    assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
+
+
+async def test_hard_coded_public_output_is_caught_by_the_private_test(judge: ProgramJudge) -> None:
+    result = await judge.judge(SUM, PYTHON["hard-coded"], "python")
+    public, private = result.tests
+    assert public.outcome == "accepted" and private.outcome == "wrong"
+    assert private.expected is None and private.actual is None  # never shown
+
+
+async def test_judging_stops_at_the_first_failure_unless_all_tests(judge: ProgramJudge) -> None:
+    problem = SUM.model_copy(update={"tests": [*SUM.tests[::-1], SUM.tests[0]]})
+    first = await judge.judge(problem, PYTHON["hard-coded"], "python")
+    assert [t.outcome for t in first.tests] == ["wrong", "skipped", "skipped"]
+    every = ProgramJudge(judge.programs, JudgeOptions(all_tests=True))
+    result = await every.judge(problem, PYTHON["hard-coded"], "python")
+    assert [t.outcome for t in result.tests] == ["wrong", "accepted", "accepted"]
+    assert result.passed == 2 and result.total == 3
+
+
+async def test_time_scale_lets_a_slow_program_through(judge: ProgramJudge) -> None:
+    slow = (
+        "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n"
+        "    pass\nprint(5)\n"
+    )
+    problem = SUM.model_copy(
+        update={"limits": ProgramLimits(time_s=0.3, memory_mb=64), "tests": SUM.tests[:1]}
+    )
+    assert (await judge.judge(problem, slow, "python")).outcome == "time"
+    scaled = ProgramJudge(judge.programs, JudgeOptions(time_scale=4))
+    assert (await scaled.judge(problem, slow, "python")).outcome == "accepted"
+
+
+async def test_input_and_output_files(judge: ProgramJudge) -> None:
+    problem = SUM.model_copy(update={"input_file": "input.txt", "output_file": "output.txt"})
+    code = (
+        "a, b = map(int, open('input.txt').read().split())\n"
+        "open('output.txt', 'w').write(str(a + b))\nprint('ignored')\n"
+    )
+    assert (await judge.judge(problem, code, "python")).outcome == "accepted"
+    assert (await judge.judge(problem, PYTHON["accepted"], "python")).outcome == "runtime"
+
+
+FUNCTIONAL = Problem(
+    id="two-sum",
+    prompt="Return the indices of the two numbers that add up to target.",
+    entry_point="Solution.twoSum",
+    tests=[
+        TestCase(name="t1", kind="functional", args=[[2, 7, 11, 15], 9], expected=[0, 1]),
+        TestCase(name="t2", kind="functional", args=[[3, 2, 4], 6], expected=[1, 2], private=True),
+    ],
+)
+
+
+async def test_functional_tests_call_solution_method(judge: ProgramJudge) -> None:
+    right = (
+        "class Solution:\n    def twoSum(self, nums, target):\n        print('debugging')\n"
+        "        seen = {}\n        for i, n in enumerate(nums):\n"
+        "            if target - n in seen:\n                return (seen[target - n], i)\n"
+        "            seen[n] = i\n\nif __name__ == '__main__':\n    raise SystemExit(1)\n"
+    )
+    assert (await judge.judge(FUNCTIONAL, right, "python")).outcome == "accepted"
+    wrong = "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n"
+    result = await judge.judge(FUNCTIONAL, wrong, "python")
+    assert [t.outcome for t in result.tests] == ["accepted", "wrong"]
+
+
+CHECKER = """\
+import sys
+given, expected, actual = (open(p).read().split() for p in sys.argv[1:4])
+n = int(given[0])
+try:
+    a, b = map(int, actual)
+except ValueError:
+    print(0)
+    raise SystemExit
+print(1 if a + b == n and a > 0 and b > 0 else 0)
+"""
+
+
+async def test_checker_accepts_any_valid_answer(judge: ProgramJudge) -> None:
+    """open-r1/codeforces' protocol: ``checker input correct_output solution_output``."""
+    problem = Problem(
+        id="split",
+        prompt="Print two positive integers adding up to n.",
+        compare=Comparison(rule="checker", checker=CHECKER),
+        tests=[TestCase(name="t", kind="stdio", input="10\n", expected="5 5\n")],
+    )
+    for code, outcome in [
+        ("n = int(input())\nprint(1, n - 1)\n", "accepted"),
+        ("n = int(input())\nprint(n // 2, n - n // 2)\n", "accepted"),
+        ("print(0, 10)\n", "wrong"),
+        ("print('many words here')\n", "wrong"),
+    ]:
+        assert (await judge.judge(problem, code, "python")).outcome == outcome, code
+
+
+async def test_testlib_checker_protocol(judge: ProgramJudge) -> None:
+    checker = (
+        "import sys\ninp, out, ans = sys.argv[1:4]\n"
+        "raise SystemExit(0 if open(out).read().split() == open(ans).read().split() else 1)\n"
+    )
+    problem = SUM.model_copy(
+        update={"compare": Comparison(rule="checker", checker=checker, checker_protocol="testlib")}
+    )
+    assert (await judge.judge(problem, PYTHON["accepted"], "python")).outcome == "accepted"
+    assert (await judge.judge(problem, PYTHON["wrong"], "python")).outcome == "wrong"
+    broken = SUM.model_copy(
+        update={
+            "compare": Comparison(
+                rule="checker", checker="raise SystemExit(3)", checker_protocol="testlib"
+            )
+        }
+    )
+    result = await judge.judge(broken, PYTHON["accepted"], "python")
+    assert result.outcome == "error" and result.status == "error"  # never `wrong`
+
+
+async def test_a_python_program_is_built_once(judge: ProgramJudge) -> None:
+    code = PYTHON["accepted"] + "# built once\n"
+    before = judge.programs.compilations
+    for _ in range(3):
+        assert (await judge.judge(SUM, code, "python")).status == "ok"
+    assert judge.programs.compilations == before + 1
+
+
+@pytest.mark.slow
+@NEEDS_GPP
+async def test_cpp_is_compiled_once_per_source(judge: ProgramJudge) -> None:
+    code = CPP["accepted"] + "// once\n"
+    before = judge.programs.compilations
+    for _ in range(3):
+        assert (await judge.judge(SUM, code, "cpp")).status == "ok"
+    assert judge.programs.compilations == before + 1

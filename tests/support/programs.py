@@ -1,0 +1,77 @@
+"""Program problems and solutions for the judge's tests: a sum problem with a public and a
+private test, and the programs of every shape (right, wrong, hostile) in Python and C++."""
+
+from __future__ import annotations
+
+from tracegen.schema import Problem, ProgramLimits, TestCase
+
+SUM = Problem(
+    id="sum",
+    prompt="Read two integers a and b; print a + b.",
+    limits=ProgramLimits(time_s=1, memory_mb=64),
+    tests=[
+        TestCase(name="public", kind="stdio", input="2 3\n", expected="5\n"),
+        TestCase(name="private", kind="stdio", input="10 20\n", expected="30\n", private=True),
+    ],
+)
+
+PYTHON = {
+    "accepted": "a, b = map(int, input().split())\nprint(a + b)\n",
+    "whitespace": "import sys\na, b = map(int, sys.stdin.read().split())\n"
+    "sys.stdout.write('  %d \\r\\n\\n\\n' % (a + b))\n",
+    "hard-coded": "print(5)\n",
+    "wrong": "a, b = map(int, input().split())\nprint(a - b)\n",
+    "truncated": "a, b = map(int, input().split())\nprint(str(a + b)[:-1])\n",
+    "extra": "a, b = map(int, input().split())\nprint(a + b)\nprint(0)\n",
+    "busy": "while True:\n    pass\n",
+    "sleep": "import time\ntime.sleep(60)\n",
+    "memory": "x = bytearray(400 << 20)\nprint(len(x))\n",
+    "crash": "raise ValueError('boom')\n",
+    "exit": "import sys\nsys.exit(3)\n",
+    "segfault": "import ctypes\nctypes.string_at(0)\n",
+    "outside": "print(open('/etc/shadow').read())\n",
+    "syntax": "def f(:\n    pass\n",
+    "flood": "while True:\n    print('y' * 1000)\n",
+}
+"""Python programs for `SUM`, by what they do."""
+
+CPP = {
+    "accepted": '#include <cstdio>\nint main(){long long a,b;scanf("%lld %lld",&a,&b);'
+    'printf("%lld\\n",a+b);}\n',
+    "iostream": "#include <bits/stdc++.h>\nusing namespace std;\n"
+    "int main(){ios::sync_with_stdio(false);long long a,b;cin>>a>>b;cout<<a+b<<'\\n';}\n",
+    "hard-coded": '#include <cstdio>\nint main(){puts("5");}\n',
+    "wrong": '#include <cstdio>\nint main(){long long a,b;scanf("%lld %lld",&a,&b);'
+    'printf("%lld\\n",a-b);}\n',
+    "busy": "int main(){ volatile unsigned long x = 0; for(;;) x++; }\n",
+    "memory": "#include <vector>\n#include <cstdio>\nint main(){std::vector<char> v(400u<<20, 1);"
+    'printf("%d\\n", v[12345]);}\n',
+    "segfault": "int main(){ volatile int *p = 0; *p = 1; return 0; }\n",
+    "crash": "#include <cstdlib>\nint main(){ abort(); }\n",
+    "exit": "int main(){ return 3; }\n",
+    "outside": '#include <cstdio>\nint main(){FILE*f=fopen("/etc/shadow","r");'
+    "if(!f) return 1; int c; while((c=fgetc(f))!=EOF) putchar(c); }\n",
+    "compile": "int main(){ return x; }\n",
+}
+"""C++ programs for `SUM`, by what they do."""
+
+OUTCOMES = {
+    "accepted": "accepted",
+    "iostream": "accepted",
+    "whitespace": "accepted",
+    "hard-coded": "wrong",
+    "wrong": "wrong",
+    "truncated": "wrong",
+    "extra": "wrong",
+    "busy": "time",
+    "sleep": "time",
+    "memory": "memory",
+    "crash": "runtime",
+    "exit": "runtime",
+    "segfault": "runtime",
+    "outside": "runtime",
+    "syntax": "compile",
+    "compile": "compile",
+    "flood": "output-limit",
+}
+"""The outcome each program must get."""
