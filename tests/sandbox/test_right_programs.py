@@ -18,11 +18,15 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.support.ordinary_programs import NEEDS_PACKAGES, PROGRAMS, SQUARE
+from tests.support.ordinary_programs import NEEDS_PACKAGES, PROGRAMS, SCRIPTS, SQUARE
+from tests.support.programs import SUM
 from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS, passed_tests, sandbox_processes
 from tests.support.unprivileged import NEEDS_ROOT, NOBODY, nobody_dir, run_script_as_nobody
+from tracegen.grading.programs import ProgramJudge
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.sandbox.isolation import package_dirs
+from tracegen.sandbox.programs import Programs
+from tracegen.schema import ProgramLimits
 
 LIMITS = SandboxLimits(timeout_s=10.0, cpu_s=10, memory_mb=512, output_bytes=10_000)
 """The default process limit and a memory limit lower than the default: a program's
@@ -97,6 +101,20 @@ async def test_the_main_guard_runs_for_a_script_not_for_a_function_problem(
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_script_ends_as_python_ends_it(offered: Sandbox) -> None:
+    """Its threads are waited for, then its ``atexit`` functions run (and only its own)."""
+    code = (
+        "import atexit, threading, time\n"
+        "print(atexit._ncallbacks())\n"
+        "atexit.register(print, 'at exit')\n"
+        "def late():\n    time.sleep(0.2)\n    print('thread')\n"
+        "threading.Thread(target=late).start()\n"
+    )
+    result = await offered.run_code(code)
+    assert (result.status, result.stdout) == ("ok", "0\nthread\nat exit\n")
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_the_program_is_a_module_with_its_file_and_arguments(offered: Sandbox) -> None:
     code = (
         "import os, sys\n"
@@ -152,8 +170,12 @@ async def test_multiprocessing_locks_keep_their_semantics(offered: Sandbox) -> N
 
 IMPORTS = """
 import asyncio, concurrent.futures.thread, importlib.util, json, os, sys
-from tests.support.ordinary_programs import NEEDS_PACKAGES, PROGRAMS, SQUARE
+from tests.support.ordinary_programs import NEEDS_PACKAGES, PROGRAMS, SCRIPTS, SQUARE
+from tests.support.programs import SUM
+from tracegen.grading.programs import ProgramJudge
 from tracegen.sandbox import Sandbox, SandboxLimits
+from tracegen.sandbox.programs import Programs
+from tracegen.schema import ProgramLimits
 """
 SCRIPT = r"""
 
@@ -167,6 +189,12 @@ async def main():
                 continue
             r = await sandbox.run_tests(code, SQUARE)
             out[name] = [r.status, r.error, [t.error for t in r.tests if not t.passed]]
+        roomy = SUM.model_copy(update={{"limits": ProgramLimits(time_s=2, memory_mb=512)}})
+        judge = ProgramJudge(Programs(sandbox))
+        for name, code in SCRIPTS.items():
+            r = await judge.judge(roomy, code, "python")
+            ok = r.outcome == "accepted"
+            out["script:" + name] = ["ok" if ok else r.outcome, r.error, []]
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -182,7 +210,7 @@ def test_ordinary_right_programs_pass_for_a_user_without_root(isolation: str) ->
             IMPORTS, SCRIPT.format(isolation=isolation), cwd=shared, home=str(shared), timeout=600
         )
     assert (out.pop("uid"), out.pop("isolation")) == (NOBODY, isolation)
-    assert len(out) >= len(PROGRAMS) - len(NEEDS_PACKAGES)
+    assert len(out) >= len(PROGRAMS) - len(NEEDS_PACKAGES) + len(SCRIPTS)
     wrong = {
         name: got
         for name, got in out.items()
@@ -193,3 +221,16 @@ def test_ordinary_right_programs_pass_for_a_user_without_root(isolation: str) ->
 
 def test_the_corpus_holds_twenty_one_programs() -> None:
     assert len(PROGRAMS) >= 21
+
+
+# ---------------------------------------------------------------- programs run as scripts
+
+ROOMY_SUM = SUM.model_copy(update={"limits": ProgramLimits(time_s=2, memory_mb=512)})
+"""`tests.support.programs.SUM` with room for a program's processes and threads."""
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_an_ordinary_right_script_is_accepted(offered: Sandbox, name: str) -> None:
+    result = await ProgramJudge(Programs(offered)).judge(ROOMY_SUM, SCRIPTS[name], "python")
+    assert result.outcome == "accepted", (result.error, result.tests)

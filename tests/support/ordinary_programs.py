@@ -14,7 +14,7 @@ from __future__ import annotations
 from tests.support.forgeries import SQUARE
 from tracegen.schema import Problem
 
-__all__ = ["NEEDS_PACKAGES", "PROGRAMS", "SQUARE", "UNSUPPORTED"]
+__all__ = ["NEEDS_PACKAGES", "PROGRAMS", "SCRIPTS", "SQUARE", "UNSUPPORTED"]
 
 PROGRAMS: dict[str, str] = {
     "argparse-in-a-main-guard": (
@@ -200,3 +200,61 @@ def problem_for(name: str) -> Problem:
     """The problem each program is judged on."""
     del name
     return SQUARE
+
+
+SCRIPTS: dict[str, str] = {
+    "main-guard-reads-input": (
+        "def main():\n"
+        "    a, b = map(int, input().split())\n"
+        "    print(a + b)\n"
+        "if __name__ == '__main__':\n    main()\n"
+    ),
+    "sys-exit-main": (
+        "import sys\n"
+        "def main():\n"
+        "    print(sum(map(int, sys.stdin.buffer.read().split())))\n"
+        "    return 0\n"
+        "if __name__ == '__main__':\n    sys.exit(main())\n"
+    ),
+    "argparse-without-arguments": (
+        "import argparse, sys\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--verbose', action='store_true')\n"
+        "args = parser.parse_args()\n"
+        "print(sum(map(int, sys.stdin.read().split())))\n"
+    ),
+    "pickles-its-own-class": (
+        "import pickle\n"
+        "class Pair:\n"
+        "    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+        "p = pickle.loads(pickle.dumps(Pair(*map(int, input().split()))))\n"
+        "print(p.a + p.b)\n"
+    ),
+    "multiprocessing-pool-in-a-main-guard": (
+        "import multiprocessing\n"
+        "def double(x):\n    return 2 * x\n"
+        "if __name__ == '__main__':\n"
+        "    a, b = map(int, input().split())\n"
+        "    with multiprocessing.Pool(2) as pool:\n"
+        "        print(sum(pool.map(double, [a, b])) // 2)\n"
+    ),
+    "asyncio-run": (
+        "import asyncio\n"
+        "async def main():\n"
+        "    a, b = map(int, input().split())\n"
+        "    await asyncio.sleep(0)\n"
+        "    print(a + b)\n"
+        "asyncio.run(main())\n"
+    ),
+    "recursion-in-a-thread-with-a-big-stack": (
+        "import sys, threading\n"
+        "sys.setrecursionlimit(10 ** 6)\n"
+        "threading.stack_size(1 << 26)\n"
+        "def add(a, b):\n    return a if b == 0 else add(a + 1, b - 1)\n"
+        "def main():\n"
+        "    a, b = map(int, sys.stdin.readline().split())\n"
+        "    print(add(a, b + 20_000) - 20_000)\n"
+        "threading.Thread(target=main).start()\n"
+    ),
+}
+"""Right programs that read two integers and print their sum, run as ``__main__``."""

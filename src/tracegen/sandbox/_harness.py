@@ -38,6 +38,7 @@ processes is `tracegen.sandbox._zygote`.
 from __future__ import annotations
 
 import _thread
+import atexit
 import builtins
 import contextlib
 import ctypes
@@ -795,10 +796,31 @@ def _print_user_traceback(exc: BaseException) -> None:
 
 def run_script(payload: dict[str, Any], where: str | None = None) -> dict[str, Any]:
     """Run code as ``__main__`` like ``python solution.py`` in ``where`` would (see
-    `program_namespace`), exit status included."""
-    namespace = program_namespace(payload["code"], where, as_main=True)
+    `program_namespace`), exit status included; then, as Python does before it exits,
+    wait for the threads it started and run its ``atexit`` functions."""
+    report = _run_main(payload["code"], program_namespace(payload["code"], where, as_main=True))
+    if where is not None:
+        finalize()
+    return report
+
+
+def finalize() -> None:
+    """What Python does when a program's main module has ended: wait for its non-daemon
+    threads (``threading.Thread(target=main).start()`` is how many programs get a larger
+    stack), then run its ``atexit`` functions (a ``multiprocessing`` pool's cleanup,
+    ``logging``'s flush). Whatever they raise is theirs, as it would be at exit."""
+    threading = sys.modules.get("threading")
     try:
-        exec(_compile(payload["code"], "<code>"), namespace)
+        if threading is not None:
+            threading._shutdown()
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+
+
+def _run_main(code: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    try:
+        exec(_compile(code, "<code>"), namespace)
     except SystemExit as e:
         if e.code is None or type(e.code) is int:
             return {"phase": "done", "exit": e.code or 0, "tests": []}
