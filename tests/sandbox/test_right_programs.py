@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -234,3 +236,30 @@ ROOMY_SUM = SUM.model_copy(update={"limits": ProgramLimits(time_s=2, memory_mb=5
 async def test_an_ordinary_right_script_is_accepted(offered: Sandbox, name: str) -> None:
     result = await ProgramJudge(Programs(offered)).judge(ROOMY_SUM, SCRIPTS[name], "python")
     assert result.outcome == "accepted", (result.error, result.tests)
+
+
+# ---------------------------------------------------------------- the setting, end to end
+
+
+@pytest.mark.skipif(not HAS_NUMPY, reason="numpy is not installed beside tracegen")
+def test_tracegen_verify_offers_packages_only_with_sandbox_packages(tmp_path: Path) -> None:
+    solutions = tmp_path / "solutions.jsonl"
+    code = "import numpy as np\ndef reverse_string(s):\n    return str(np.str_(s[::-1]))\n"
+    solutions.write_text(json.dumps({"problem_id": "reverse_string", "code": code}) + "\n")
+    verdicts = []
+    for flags in ([], ["--sandbox-packages"]):
+        verify = ["verify", str(solutions), "--json", "--sandbox", "builtin", *flags]
+        done = subprocess.run(
+            [sys.executable, "-m", "tracegen", *verify],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        verdicts.append(json.loads(done.stdout))
+    assert (verdicts[0]["status"], verdicts[0]["error"]) == (
+        "error",
+        "unsupported: numpy is installed beside tracegen, but programs import only the "
+        "standard library unless --sandbox-packages is given",
+    )
+    assert verdicts[1]["status"] == "ok", verdicts[1]

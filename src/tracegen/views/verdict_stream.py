@@ -43,13 +43,14 @@ async def _verify_stream(
     warn: Callable[[str], None],
     emit: Emit,
     options: JudgeOptions | None = None,
+    packages: bool = False,
 ) -> None:
     """Run ``solutions``, a bounded number at a time; ``emit`` each verdict in file order."""
     from tracegen.grading.programs import ProgramJudge
     from tracegen.sandbox import Sandbox
     from tracegen.sandbox.programs import Programs
 
-    async with Sandbox(isolation=isolation) as sandbox:
+    async with Sandbox(isolation=isolation, packages=packages) as sandbox:
         if sandbox.warning:
             warn(sandbox.warning)
         judge = ProgramJudge(Programs(sandbox), options)
@@ -145,6 +146,7 @@ def verify_command(
     output: Path | None,
     json_out: bool,
     sandbox: str,
+    packages: bool = False,
     time_scale: float = 1.0,
     all_tests: bool = False,
 ) -> None:
@@ -179,7 +181,9 @@ def verify_command(
 
     todo = iter_solutions(solutions, by_id, problems)
     try:
-        asyncio.run(_verify_stream(todo, cast(IsolationChoice, sandbox), warn, emit, options))
+        asyncio.run(
+            _verify_stream(todo, cast(IsolationChoice, sandbox), warn, emit, options, packages)
+        )
     finally:
         if writer is not None:
             writer.close()
