@@ -330,7 +330,7 @@ class _MultiprocessingFinder:
 
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _HeapInTmp(spec.loader)
+            spec.loader = _HeapInTmp(spec.loader)  # type: ignore[assignment]
         return spec
 
 
@@ -342,7 +342,7 @@ def offer_semaphores() -> None:
     import _multiprocessing  # type: ignore[import-not-found,unused-ignore]
 
     _multiprocessing.SemLock = SemLock
-    sys.meta_path.insert(0, _MultiprocessingFinder)  # type: ignore[arg-type]
+    sys.meta_path.insert(0, _MultiprocessingFinder)
 
 
 # ------------------------------------------------------------------ the candidate process

@@ -49,7 +49,7 @@ class _SandboxLoop:
             target=self.loop.run_forever, name="tracegen-sandbox", daemon=True
         )
         self.thread.start()
-        self.sandboxes: dict[tuple[str, float], Sandbox] = {}
+        self.sandboxes: dict[tuple[str, float, bool], Sandbox] = {}
         # Closed before the interpreter stops the thread pools the sandbox's shutdown uses
         # (``atexit`` runs after that; threading's own exit hooks run first, newest first).
         threading._register_atexit(self.close)  # type: ignore[attr-defined]
@@ -74,10 +74,11 @@ class _SandboxLoop:
     def run(self, call: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(call, self.loop).result()
 
-    async def sandbox(self, isolation: str, timeout_s: float) -> Sandbox:
-        key = (isolation, timeout_s)
+    async def sandbox(self, isolation: str, timeout_s: float, packages: bool = False) -> Sandbox:
+        key = (isolation, timeout_s, packages)
         if key not in self.sandboxes:
-            box = Sandbox(isolation=isolation, limits=SandboxLimits.for_timeout(timeout_s))
+            limits = SandboxLimits.for_timeout(timeout_s)
+            box = Sandbox(isolation=isolation, limits=limits, packages=packages)
             await box.__aenter__()
             self.sandboxes[key] = box
         return self.sandboxes[key]
@@ -139,11 +140,12 @@ class TracegenEnvironment:
 
     async def _run(self, code: str) -> ExecResult:
         s = self._settings
-        return await (await self._loop.sandbox(s.sandbox, s.exec_timeout)).run_code(code)
+        box = await self._loop.sandbox(s.sandbox, s.exec_timeout, s.sandbox_packages)
+        return await box.run_code(code)
 
     async def _judge(self, problem: Problem, code: str) -> ExecResult:
         s = self._settings
-        box = await self._loop.sandbox(s.sandbox, s.exec_timeout)
+        box = await self._loop.sandbox(s.sandbox, s.exec_timeout, s.sandbox_packages)
         if problem.kind == "math":
             return await check_answer(Solution(0, problem, code, None, None), box)
         return await box.run_tests(code, problem)
