@@ -56,6 +56,16 @@ async def test_an_ordinary_right_program_passes_every_test(offered: Sandbox, nam
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_numpy_starts_no_thread_per_core(offered: Sandbox) -> None:
+    """One per core would exceed the process limit on a large machine."""
+    if not HAS_NUMPY:
+        pytest.skip("numpy is not installed beside tracegen")
+    code = "import numpy, os\nnumpy.ones((64, 64)) @ numpy.ones((64, 64))\n"
+    result = await offered.run_code(code + "print(len(os.listdir('/proc/self/task')))\n")
+    assert (result.status, result.stdout) == ("ok", "1\n"), result.stderr
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_a_package_not_offered_is_named_unsupported_not_failed() -> None:
     if not HAS_NUMPY:
         pytest.skip("numpy is not installed beside tracegen")

