@@ -143,6 +143,24 @@ async def test_the_program_is_a_module_with_its_file_and_arguments(offered: Sand
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_threads_beyond_the_process_limit_are_named_unsupported(offered: Sandbox) -> None:
+    code = (
+        "import threading\n"
+        "stop = threading.Event()\n"
+        "def square(x):\n"
+        "    for _ in range(200):\n"
+        "        threading.Thread(target=stop.wait, daemon=True).start()\n"
+        "    return x * x\n"
+    )
+    result = await offered.run_tests(code, SQUARE)
+    assert (result.status, result.error) == (
+        "error",
+        "unsupported: the program started more threads and processes than an execution may "
+        f"have ({LIMITS.processes}: the process limit)",
+    )
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_multiprocessing_spawn_is_named_unsupported(offered: Sandbox) -> None:
     code = (
         "import multiprocessing\n"

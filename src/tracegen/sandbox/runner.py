@@ -463,7 +463,8 @@ class Sandbox:
             return result
         errors = [result.error, *(t.error for t in result.tests)]
         for error in errors:
-            why = _unsupported(error or "", [] if self.packages else self._package_dirs)
+            withheld = [] if self.packages else self._package_dirs
+            why = _unsupported(error or "", withheld, self.limits.processes)
             if why is not None:
                 result.status, result.error = "error", why
                 return result
@@ -659,13 +660,19 @@ async def _write_all(fd: int, data: bytes) -> None:
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z_][\w.]*)'")
 
 
-def _unsupported(error: str, withheld: list[str]) -> str | None:
+def _unsupported(error: str, withheld: list[str], processes: int) -> str | None:
     """What ``error`` says the sandbox did not offer, as ``unsupported: ...``, or None: a
-    package installed in ``withheld`` (beside tracegen, not offered to programs), or what
-    the sandbox's own code raised (`tracegen.sandbox._harness.Unsupported`)."""
+    package installed in ``withheld`` (beside tracegen, not offered to programs), a thread
+    beyond the process limit, or what the sandbox's own code raised
+    (`tracegen.sandbox._harness.Unsupported`)."""
     said = error.find("unsupported: ")
     if said >= 0:
         return error[said:]
+    if error.startswith("RuntimeError: can't start new thread"):
+        return (
+            "unsupported: the program started more threads and processes than an execution "
+            f"may have ({processes}: the process limit)"
+        )
     found = _NO_MODULE.search(error)
     if found is None or not withheld:
         return None
