@@ -450,9 +450,10 @@ def serve_candidate(
     return 0
 
 
-def warm_up(runs: int = WARM_UP_RUNS) -> None:
+def warm_up(runs: int = WARM_UP_RUNS, where: str | None = None) -> None:
     """Play a candidate's side of a trivial execution and a trivial script ``runs`` times
-    in this process.
+    in this process; the candidate's program made a module in directory ``where`` (see
+    `program_namespace`), whose traces are then removed, from it and from ``sys``.
 
     For the zygote, before its first fork: the interpreter specializes the bytecode that
     runs and fills its method cache as it goes, and every child forked afterwards finds
@@ -463,9 +464,17 @@ def warm_up(runs: int = WARM_UP_RUNS) -> None:
     hello = _wire.dumps([nonces[0], "hello"])
     call = hello + _wire.dumps([nonces[1], "call", "f", _wire.encode([1]), {}])
     code = _wire.dumps({"code": "x = 1\n", "key": "00" * 32})
+    argv, path = sys.argv, list(sys.path)
     for _ in range(runs):
-        _play(serve_candidate, [request, None, call])
+        _play(lambda stdin, answers, calls: serve_candidate(stdin, answers, calls, where),
+              [request, None, call])  # fmt: skip
         _play(script, [code, None])
+        sys.path[:] = path
+    sys.argv = argv
+    sys.modules.pop(PROGRAM_MODULE, None)
+    if where is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(where + "/" + PROGRAM_FILE)
     _forget_sources()
 
 

@@ -980,7 +980,7 @@ def main(config: dict[str, Any]) -> None:
     sys.path.extend(config.get("packages") or [])
     sock = socket.socket(fileno=config["fd"])
     zygote = Zygote(sock, config)
-    _harness.warm_up()
+    _harness.warm_up(where=config["workbase"])
     gc.collect()
     gc.freeze()  # children inherit these objects without the collector touching their pages
     zygote.start_forker()
