@@ -188,7 +188,7 @@ def _run(url: str, episodes: int, concurrency: int) -> dict[str, float]:
     from tracegen.jsonl import iter_lines
 
     try:
-        from tracegen.generate.command import run_command
+        from tracegen.generate.run import run_command
     except ImportError:  # the previous release's layout
         from tracegen.runner import run_command  # type: ignore[import-not-found,no-redef]
 

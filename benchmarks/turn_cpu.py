@@ -95,7 +95,7 @@ class AnsweringOllama(OllamaBackend):
         self.body = body
 
     async def request_json(
-        self, method: str, path: str, body: Any, model: str | None = None
+        self, method: str, path: str, body: Any, model: str | None = None, **_: Any
     ) -> dict[str, Any]:
         return self.body
 

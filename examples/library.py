@@ -1,8 +1,8 @@
 """tracegen as a library: the same functions the command line calls.
 
 Checks three built-in reference solutions in the sandbox, runs one episode by hand (the way
-every executor runs one: `run_episode` with the mode the settings name), generates traces
-for the same problems with a model, and summarises them.
+every executor and RL environment runs one: the run decided by `prepare`, the episode run by
+an `EpisodeWorker`), generates traces for the same problems with a model, and summarises them.
 
     python examples/library.py --host http://localhost:11434 --model qwen3:8b
 """
@@ -14,32 +14,29 @@ import asyncio
 from pathlib import Path
 
 from tracegen.config import RunSettings, load_settings
-from tracegen.data.prompts import load_prompt
-from tracegen.episode.engine import run_episode
-from tracegen.generate.command import run_command
-from tracegen.generate.plan import Plan
+from tracegen.generate.run import run_command
+from tracegen.generate.setup import prepare
+from tracegen.generate.worker import EpisodeWorker
 from tracegen.llm.factory import backend_for
-from tracegen.modes import get_mode
 from tracegen.problems import load_problems
-from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem, Trace
 from tracegen.views.stats import collect
 
 
-async def check_references(problems: list[Problem]) -> None:
-    async with Sandbox() as sandbox:
+async def check_references(settings: RunSettings, problems: list[Problem]) -> None:
+    async with EpisodeWorker(settings) as worker:
         for problem in problems:
-            result = await sandbox.run_tests(problem.reference_solution or "", problem)
+            result = await worker.runner.run_tests(problem.reference_solution or "", problem)
             print(f"reference {problem.id}: {result.status} ({result.passed}/{result.total})")
 
 
-async def one_episode(settings: RunSettings, problem: Problem) -> Trace:
-    generation = settings.generation()
-    [spec] = Plan([problem], generation, load_prompt(generation.mode), 1, None).specs(set())
-    backend = backend_for(settings, settings.hosts[0], kind="ollama")
+async def one_episode(settings: RunSettings) -> Trace:
+    setup = await prepare(settings, print)
+    spec = next(setup.plan.specs(set()))
+    backend = backend_for(setup.settings, settings.hosts[0], kind="ollama")
     try:
-        async with Sandbox() as sandbox:
-            return await run_episode(spec, get_mode(generation.mode), backend, sandbox)
+        async with EpisodeWorker(setup.settings, backend) as worker:
+            return await worker.run(spec)
     finally:
         await backend.aclose()
 
@@ -51,12 +48,10 @@ def main() -> int:
     parser.add_argument("--output", type=Path, default=Path("library-traces.jsonl"))
     args = parser.parse_args()
 
-    problems = load_problems("builtin", limit=3)
-    asyncio.run(check_references(problems))
-
     flags = {"hosts": [args.host], "model": args.model, "mode": "markers", "limit": 3}
     settings = load_settings(RunSettings, flags | {"output": args.output, "quiet": True})
-    trace = asyncio.run(one_episode(settings, problems[0]))
+    asyncio.run(check_references(settings, load_problems("builtin", limit=3)))
+    trace = asyncio.run(one_episode(settings))
     print(f"episode {trace.problem_id}: success {trace.success}")
     status = run_command(settings)
 

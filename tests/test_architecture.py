@@ -115,6 +115,80 @@ def test_status_and_merge_are_modules_of_their_own() -> None:
     assert "tracegen.generate.shards" in graph[status] & graph[merge]
 
 
+WORKER = PACKAGE / "generate" / "worker.py"
+SANDBOX_PACKAGE = PACKAGE / "sandbox"
+ENGINE = PACKAGE / "episode" / "engine.py"
+
+
+def _calls(path: Path, name: str) -> bool:
+    """Whether ``path`` calls something called ``name`` (``name(...)`` or ``x.name(...)``)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = (
+                f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            )
+            if called == name:
+                return True
+    return False
+
+
+def test_only_the_worker_builds_a_sandbox_or_runs_an_episode() -> None:
+    """Every entry point (the run command, the local and Ray executors, `tracegen verify`, the
+    Atropos and TRL environments, the next adapter) runs its episodes and executions through
+    `tracegen.generate.worker.EpisodeWorker`: nothing else builds a `Sandbox` or calls
+    `run_episode`."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in (WORKER, ENGINE) or SANDBOX_PACKAGE in path.parents:
+            continue
+        for name in ("Sandbox", "run_episode"):
+            if _calls(path, name):
+                found.append(f"{path.relative_to(PACKAGE)} calls {name}")
+    assert not found, "\n".join(found)
+
+
+def test_every_entry_point_starts_from_the_run_setup() -> None:
+    """The run command and the RL environments decide a run with `prepare` (one `RunSetup`),
+    and run episodes on an `EpisodeWorker`."""
+    graph = _module_graph()
+    for entry in ("tracegen.generate.run", "tracegen.atropos.env", "tracegen.generate.handoff"):
+        assert "tracegen.generate.setup" in graph[entry], entry
+    for entry in (
+        "tracegen.generate.handoff",
+        "tracegen.generate.local_executor",
+        "tracegen.generate.ray_executor",
+        "tracegen.atropos.env",
+        "tracegen.trl.environment",
+    ):
+        assert "tracegen.generate.worker" in graph[entry], entry
+
+
+def test_modes_ask_for_capabilities_never_which_backend_answered() -> None:
+    """A mode reads what a backend can do (`Capabilities`, a completion's flags), never which
+    backend it is: no mode imports a backend's module."""
+    backends = {"tracegen.llm.local", "tracegen.llm.ollama", "tracegen.llm.openai"}
+    found = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted((PACKAGE / "modes").glob("*.py"))
+        for module in _imports(path) & backends
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_every_console_is_the_sanitising_one() -> None:
+    """Tables and panels reach the terminal through `tracegen.terminal`'s console, which escapes
+    control and bidirectional characters: no other module makes a Rich console."""
+    made = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "terminal.py"
+        and SANDBOX_PACKAGE not in path.parents
+        and _calls(path, "Console")
+    ]
+    assert not made, "make consoles with tracegen.terminal.console: " + ", ".join(made)
+
+
 @pytest.mark.slow
 def test_types_check() -> None:
     result = subprocess.run(

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
 
 from tracegen.errors import ConfigError
 from tracegen.schema import ContinueMethod
@@ -20,8 +21,13 @@ from tracegen.schema import ContinueMethod
 DEFAULT_PORT = 11434
 DEFAULT_HOST = f"http://localhost:{DEFAULT_PORT}"
 ENV_PREFIX = "TRACEGEN_"
-BACKEND_CHOICES = ("auto", "ollama", "openai", "local")
-"""What ``--backend`` takes: ``auto`` or a kind of `tracegen.llm.factory.BACKENDS`."""
+SANDBOXES: dict[str, str] = {
+    "auto": "bubblewrap where it runs, else builtin",
+    "bwrap": "bubblewrap over the built-in layers",
+    "builtin": "user, network and mount namespaces, Landlock, seccomp: no binary needed",
+    "rlimit": "resource limits only: weak, used only when asked for",
+}
+"""The isolations ``--sandbox`` takes, each with what it is (docs: Sandbox)."""
 ContinueChoice = Literal["auto", ContinueMethod]
 S = TypeVar("S", bound=BaseModel)
 
@@ -56,25 +62,45 @@ def cli(
     panel: str | None = None,
     flags: tuple[str, ...] = (),
     repeat: bool = False,
-    env: str | None = None,
+    env: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """How a setting appears on the command line (``json_schema_extra`` of its field): in
     which help panel (default: Generation for the fields of `GenerationSettings`, Run for
     the others), under which flags (default: ``--the-name``), whether it repeats, and which
-    environment variable sets it (default: ``TRACEGEN_THE_NAME``)."""
+    environment variables set it besides ``TRACEGEN_THE_NAME`` (``env``: read when that one
+    is not set, as other tools name them: ``OLLAMA_HOST``)."""
     return {
         "cli": {
             "option": option,
             "panel": panel,
             "flags": list(flags),
             "repeat": repeat,
-            "env": env,
+            "env": list(env),
         }
     }
 
 
 NO_CLI = cli(option=False)
 """A setting read from the environment or a config file only."""
+
+
+def env_names(name: str, field: FieldInfo) -> list[str]:
+    """The environment variables that set the setting ``name``, the one read first first."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    shown = extra.get("cli")
+    others = shown.get("env") if isinstance(shown, dict) else None
+    return [ENV_PREFIX + name.upper(), *map(str, others if isinstance(others, list) else [])]
+
+
+def shown_default(field: FieldInfo) -> str | None:
+    """A setting's default as help shows it (None: no default to show)."""
+    factory = field.default_factory
+    value = factory() if factory is not None else field.default  # type: ignore[call-arg]
+    if value is None or value is False:
+        return None
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
 
 
 def redact_url(text: str) -> str:
@@ -147,17 +173,11 @@ class GenerationSettings(BaseModel):
         description="native-tools: format of tool calls written as text: auto (the default: "
         "from the chat template or the model's name) or a family (docs: Modes, Tool calls).",
     )
-    tool_parser_chosen: str | None = Field(
-        default=None,
-        description="The family --tool-parser auto chose for this run; not hashed: it follows "
-        "from the model and its template.",
-        json_schema_extra=NO_CLI,
-    )
     exec_timeout: float = Field(
         default=10.0,
         ge=MIN_SECONDS,
         le=86_400,
-        description="Seconds each execution may run (default 10).",
+        description="Seconds each execution may run.",
         json_schema_extra=cli(panel=RUN_PANEL),
     )
     prompts_dir: Path | None = Field(
@@ -174,27 +194,30 @@ class GenerationSettings(BaseModel):
         json_schema_extra=cli(panel=MODEL_PANEL),
     )
 
-    def record(self, prompt_text: str) -> dict[str, Any]:
+    def record(self, prompt_text: str, *, constrained: bool = False) -> dict[str, Any]:
         """These settings and the hash of the system prompt actually used, as the run's state
-        file records them: exactly what `digest` hashes. Settings added later are left out
-        while they have no effect (unconstrained decoding, the model's own template), so
-        files made before them resume."""
+        file records them: exactly what `digest` hashes; ``constrained``: whether the run
+        decided to constrain decoding (`tracegen.episode.spec.Choices`). Settings added later
+        are left out while they have no effect (unconstrained decoding, the model's own
+        template), so files made before them resume."""
         data = self.model_dump(mode="json", exclude={"prompts_dir"})
-        if data["constrain"] != "on":
+        if constrained or data["constrain"] == "on":
+            data["constrain"] = "on"
+        else:
             del data["constrain"]
         if data["chat_template"] is None:
             del data["chat_template"]
         if data["logprobs"] == "raw":
             del data["logprobs"]
-        del data["tool_parser_chosen"]
         if data["tool_parser"] == "auto":
             data["tool_parser"] = None
         data["prompt_sha256"] = hashlib.sha256(prompt_text.encode()).hexdigest()
         return data
 
-    def digest(self, prompt_text: str) -> str:
+    def digest(self, prompt_text: str, *, constrained: bool = False) -> str:
         """A short hash of these settings and the system prompt actually used."""
-        data = orjson.dumps(self.record(prompt_text), option=orjson.OPT_SORT_KEYS)
+        record = self.record(prompt_text, constrained=constrained)
+        data = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(data).hexdigest()[:16]
 
 
@@ -204,7 +227,7 @@ class RunSettings(GenerationSettings):
     backend: str = Field(
         default="auto",
         description="Server kind: ollama, openai (an OpenAI-compatible server) or local "
-        "(llama.cpp in process); auto (default) finds out what answers at each host, and runs "
+        "(llama.cpp in process); auto finds out what answers at each host, and runs "
         "the embedded model when no host or model is given and nothing answers at Ollama's "
         "address.",
         json_schema_extra=cli(panel=MODEL_PANEL),
@@ -221,7 +244,9 @@ class RunSettings(GenerationSettings):
         max_length=MAX_HOSTS,
         description="Server URL (an OpenAI-compatible one with or without /v1); repeat for "
         "several.",
-        json_schema_extra=cli(panel=MODEL_PANEL, flags=("--host",), repeat=True, env="OLLAMA_HOST"),
+        json_schema_extra=cli(
+            panel=MODEL_PANEL, flags=("--host",), repeat=True, env=("OLLAMA_HOST",)
+        ),
     )
     api_key: SecretStr | None = Field(
         default=None,
@@ -230,11 +255,13 @@ class RunSettings(GenerationSettings):
     )
     ollama_api_key: SecretStr | None = Field(
         default=None,
-        description="Ollama Cloud's key (OLLAMA_API_KEY): sent to Ollama only.",
-        json_schema_extra=NO_CLI,
+        description="Ollama Cloud's key: sent to Ollama only.",
+        json_schema_extra=cli(option=False, env=("OLLAMA_API_KEY",)),
     )
     openai_api_key: SecretStr | None = Field(
-        default=None, description="An OpenAI-compatible server's key.", json_schema_extra=NO_CLI
+        default=None,
+        description="An OpenAI-compatible server's key.",
+        json_schema_extra=cli(option=False, env=("OPENAI_API_KEY",)),
     )
     problems: str = Field(
         default="builtin",
@@ -283,8 +310,10 @@ class RunSettings(GenerationSettings):
         description="Start the output file afresh.",
         json_schema_extra=cli(panel=OUTPUT_PANEL),
     )
-    sandbox: Literal["auto", "bwrap", "builtin", "rlimit"] = Field(
-        default="auto", description="Isolation: auto (default), bwrap, builtin, rlimit."
+    sandbox: str = Field(
+        default="auto",
+        description="Isolation: auto (bubblewrap where it runs, else builtin), bwrap, builtin, "
+        "rlimit (weak).",
     )
     sandbox_packages: bool = Field(
         default=False,
@@ -303,7 +332,7 @@ class RunSettings(GenerationSettings):
     )
     executor: Literal["local", "ray"] = Field(
         default="local",
-        description="Where episodes run: local (default) or ray (actors across a Ray cluster).",
+        description="Where episodes run: local or ray (actors across a Ray cluster).",
     )
     ray_address: str | None = Field(
         default=None,
@@ -331,6 +360,14 @@ class RunSettings(GenerationSettings):
         description="The most bytes one model answer may hold (default: from max_tokens).",
         json_schema_extra=NO_CLI,
     )
+    max_outage_s: float = Field(
+        default=600.0,
+        ge=MIN_SECONDS,
+        le=MAX_SECONDS,
+        description="Seconds every host may fail in a row before the run stops with exit 1 "
+        "(a server restarting within it is waited out).",
+        json_schema_extra=NO_CLI,
+    )
     retry_initial_s: float = Field(
         default=1.0,
         ge=0,
@@ -354,11 +391,11 @@ class RunSettings(GenerationSettings):
             return v
         return list(dict.fromkeys(normalize_host(h) for h in v))
 
-    @field_validator("backend")
+    @field_validator("sandbox")
     @classmethod
-    def _known_backend(cls, v: str) -> str:
-        if v not in BACKEND_CHOICES:
-            raise ValueError(f"expected one of {', '.join(BACKEND_CHOICES)}, got {v!r}")
+    def _known_sandbox(cls, v: str) -> str:
+        if v not in SANDBOXES:
+            raise ValueError(f"expected one of {', '.join(SANDBOXES)}, got {v!r}")
         return v
 
     @field_validator("problem_ids", mode="before")
@@ -421,17 +458,12 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
 
 
-def _from_env(env: Mapping[str, str], fields: Mapping[str, Any]) -> dict[str, Any]:
+def _from_env(env: Mapping[str, str], fields: Mapping[str, FieldInfo]) -> dict[str, Any]:
+    """Each setting the environment sets: from the first of its `env_names` that is set."""
     out: dict[str, Any] = {}
-    if env.get("OLLAMA_HOST"):
-        out["hosts"] = env["OLLAMA_HOST"]
-    if env.get("OLLAMA_API_KEY"):
-        out["ollama_api_key"] = env["OLLAMA_API_KEY"]
-    if env.get("OPENAI_API_KEY"):
-        out["openai_api_key"] = env["OPENAI_API_KEY"]
-    for name in fields:
-        value = env.get(ENV_PREFIX + name.upper())
-        if value is not None and value != "":
+    for name, field in fields.items():
+        value = next((env[v] for v in env_names(name, field) if env.get(v)), None)
+        if value is not None:
             out[name] = value
     return out
 
@@ -456,7 +488,7 @@ def load_settings(
             raise ConfigError(f"{config_file}: unknown key {unknown[0]!r}")
         merged.update(data)
         source.update(dict.fromkeys(data, str(config_file)))
-    env_values = {k: v for k, v in _from_env(env, fields).items() if k in fields}
+    env_values = _from_env(env, fields)
     merged.update(env_values)
     source.update({k: "environment" for k in env_values})
     flag_values = {k: v for k, v in flags.items() if v is not None}
@@ -468,4 +500,5 @@ def load_settings(
         first = e.errors()[0]
         key = str(first["loc"][0]) if first["loc"] else "settings"
         where = source.get(key, "settings")
-        raise ConfigError(f"{key.replace('_', '-')} ({where}): {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{key.replace('_', '-')} ({where}): {message}") from None

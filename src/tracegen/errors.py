@@ -1,9 +1,14 @@
-"""The exceptions a user can cause; the CLI turns each into one line and exit status 2.
+"""The exceptions tracegen reports to a user as one line, and what each one stops.
+
+The CLI turns each into one line and its ``exit_code``: 2 for what the user can fix (a flag,
+a file, a missing extra), 1 for what the servers, the cluster or the hub did
+(`BackendError`, `ClusterError`, `DatasetUnavailable`).
 
 Whether a failure of the model server is retried, ends one episode or stops the run is
-said here and nowhere else: each `BackendError` subclass sets `BackendError.stops`, and the
-transport's retries (`tracegen.llm.retries`), the host pool, the modes and `run_episode` read
-it (or `BackendError.retryable`, which is ``stops == "request"``).
+said here and nowhere else: each `BackendError` subclass sets `BackendError.stops` (and
+`EPISODE_TRIES` says how often an episode one ended runs again), and the transport's retries
+(`tracegen.llm.retries`), the host pool, the modes, `run_episode` and the executors read it
+(or `BackendError.retryable`, which is ``stops == "request"``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,12 @@ Stops = Literal["request", "episode", "run"]
 - ``"run"``: no other episode would survive it either (an unknown model, a rejected key or
   request, a server tracegen cannot read): the run stops with its one line.
 """
+
+
+EPISODE_TRIES = 5
+"""How often an episode a `BackendError` ended (its retries spent, or ``stops="episode"``)
+runs again later before its failure is recorded: outages and overloads pass, so only an
+episode that keeps failing is recorded."""
 
 
 class TracegenError(Exception):
@@ -86,7 +97,14 @@ class BackendError(TracegenError):
 class BackendUnavailable(BackendError):
     """The server cannot be reached (connection refused, DNS, TLS)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
+
+
+class HostsDown(BackendUnavailable):
+    """No host of the run has answered for the pool's ``max_outage_s``: every episode would
+    fail the same way, so the run stops (and resumes once a server is back)."""
+
+    stops = "run"
 
 
 class ModelNotFound(BackendError):
@@ -110,25 +128,25 @@ class AuthError(BackendError):
 class Overloaded(BackendError):
     """The server is busy or rate-limiting (HTTP 429/503)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class ServerError(BackendError):
     """The server failed (HTTP 500, or an error line mid-stream)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class BackendTimeout(BackendError):
     """The server did not answer in time."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class ProtocolError(BackendError):
     """The server sent something that is not its wire format (a malformed line or body)."""
 
-    stops = "request"
+    stops: ClassVar[Stops] = "request"
 
 
 class LogprobsMissing(BackendError):
@@ -144,6 +162,25 @@ class AnswerTooLarge(ProtocolError):
 class ImpossibleTokenId(ProtocolError):
     """The server sent a token id outside the model's vocabulary (negative, or not below its
     size): the answer is refused, never recorded."""
+
+
+class RepeatedAnswer(ProtocolError):
+    """The server sent the same answer tracegen cannot read to both tries of a request: it
+    would send it again, so the request is not tried again and the episode is not run again
+    (its failure is recorded)."""
+
+    stops: ClassVar[Stops] = "episode"
+
+
+REPEATED_ANSWER = "repeated_answer"
+"""`RepeatedAnswer`'s reason in a trace's error: such an episode is recorded, not run again."""
+
+
+def runs_again(reason: str, tries: int) -> bool:
+    """Whether an episode a `BackendError` ended (``reason``: its trace's error reason), run
+    ``tries`` times again already, runs again later rather than being recorded: up to
+    `EPISODE_TRIES` times, except after a `RepeatedAnswer`."""
+    return reason != REPEATED_ANSWER and tries < EPISODE_TRIES
 
 
 class UnreadableServer(BackendError):

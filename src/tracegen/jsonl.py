@@ -16,7 +16,7 @@ import itertools
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
@@ -494,6 +494,39 @@ def special_file_warning(path: str | Path) -> str | None:
     if kind is None:
         return None
     return f"{path} is {kind}, not a regular file: what is written there cannot be read back"
+
+
+NAME_MAX = 255
+"""Bytes in one name of a path, on every file system tracegen writes to."""
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_outputs(
+    inputs: Iterable[str | Path], *outputs: Path | None, folder: bool = False
+) -> None:
+    """No output overwrites one of ``inputs`` (the same file under any name: a link, ``./``,
+    a hard link), lies above one when ``folder`` (a dataset folder is replaced whole), nor
+    has a name no file system holds: each a `ConfigError`."""
+    sources = [Path(i) for i in inputs]
+    for output in outputs:
+        if output is None:
+            continue
+        name = os.fsencode(output)
+        longest = max((len(part) for part in name.split(b"/")), default=0)
+        if longest > NAME_MAX or len(name) >= os.pathconf("/", "PC_PATH_MAX"):
+            shown = os.fsdecode(name[:60])
+            raise ConfigError(f"{shown}…: output name too long (at most {NAME_MAX} bytes a name)")
+        for source in sources:
+            if _same(output, source):
+                raise ConfigError(f"{source}: output would overwrite the input (as {output})")
+            if folder and output.resolve() in source.resolve().parents:
+                raise ConfigError(f"{source}: output {output} would replace the input's folder")
 
 
 class JsonlWriter:

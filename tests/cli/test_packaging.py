@@ -1,5 +1,6 @@
 """A non-editable install ships and finds the prompts and the built-in problems."""
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -44,8 +45,9 @@ def test_wheel_ships_prompts_and_problems_and_finds_them_when_installed(tmp_path
         "p = data_dir('prompts'); q = data_dir('problems')\n"
         "print(p); print(sorted(x.name for x in q.iterdir()))\n"
     )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the wheel, not a checkout
     out = subprocess.run(
-        [python, "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True
+        [python, "-c", code], cwd=tmp_path, env=env, check=True, capture_output=True, text=True
     ).stdout.splitlines()
     assert out[0].startswith(str(venv))
     assert "builtin.jsonl" in out[1]

@@ -222,12 +222,33 @@ def test_an_unrelated_directory_is_never_replaced(runner: CliRunner, trace_file:
     (keep / "notes.txt").write_text("precious")
     result = runner.invoke(app, ["convert", str(trace_file), "--chat-format", "--to-hf", str(keep)])
     assert result.exit_code == 2
-    assert "not a Hugging Face dataset" in result.stderr
+    assert "not a dataset tracegen wrote" in result.stderr
     assert (keep / "notes.txt").read_text() == "precious"
+    (keep / "dataset_info.json").write_text("{}")  # a dataset, but not one tracegen wrote
+    result = runner.invoke(app, ["convert", str(trace_file), "--chat-format", "--to-hf", str(keep)])
+    assert result.exit_code == 2 and "not a dataset tracegen wrote" in result.stderr
+    assert sorted(p.name for p in keep.iterdir()) == ["dataset_info.json", "notes.txt"]
     hf = trace_file.parent / "hf"
     for _ in range(2):
         _convert(runner, trace_file, "--chat-format", "--to-hf", hf)
     assert datasets.load_from_disk(str(hf)).num_rows > 0
+
+
+def test_a_dataset_folder_tracegen_wrote_is_replaced_only_while_it_holds_only_its_files(
+    runner: CliRunner, trace_file: Path
+) -> None:
+    hf = trace_file.parent / "hf"
+    _convert(runner, trace_file, "--chat-format", "--to-hf", hf)
+    written = sorted(p.name for p in hf.iterdir())
+    assert ".tracegen-dataset.json" in written and "README.md" in written
+    (hf / "my-notes.md").write_text("precious")
+    result = runner.invoke(app, ["convert", str(trace_file), "--chat-format", "--to-hf", str(hf)])
+    assert result.exit_code == 2
+    assert "holds my-notes.md, which tracegen did not write" in result.stderr
+    assert (hf / "my-notes.md").read_text() == "precious"
+    (hf / "my-notes.md").unlink()
+    _convert(runner, trace_file, "--sharegpt", "--to-hf", hf)
+    assert sorted(p.name for p in hf.iterdir()) == written
 
 
 def test_logprobs_are_only_read_when_kept(runner: CliRunner, tmp_path: Path) -> None:

@@ -271,7 +271,7 @@ def test_dedup_then_decontaminate_then_convert_states_both_in_the_card(
     assert "failed episodes (records with an `error`) skipped: 1" in body
     assert "`tracegen dedup --by code --threshold 0.85`" in body
     assert "removed 0 exact and 2 near duplicates in 1 clusters" in body
-    assert "`tracegen decontaminate --ngram 13`" in body and "humaneval (164 problems)" in body
+    assert "`tracegen decontaminate --ngram 13`" in body and "`humaneval` (164 problems)" in body
     assert datasets.load_from_disk(str(hf)).num_rows == 3
 
 
@@ -286,6 +286,38 @@ def test_the_card_lists_the_settings_of_each_hash_from_the_state_file(
     card = (hf / "README.md").read_text()
     assert '(7 traces): `{"temperature":0.7}`' in card
     assert "- none recorded" in card
+
+
+def test_a_hostile_model_name_or_curation_record_cannot_add_markdown_to_the_card(
+    tmp_path: Path,
+) -> None:
+    from markdown_it import MarkdownIt
+
+    hostile = "m`\n# Pwned\n![x](https://evil.example/x.png)\n<img src=x>\u202e`` `"
+    traces = [markers_trace(i) for i in range(3)]
+    for trace in traces:
+        trace.model = hostile
+    source = write_traces(tmp_path / "traces.jsonl", traces)
+    step = {"step": "dedup", "input": hostile, "kept": "![y](https://evil.example/y.png)"}
+    (tmp_path / "traces.jsonl.tracegen.json").write_bytes(
+        orjson.dumps({"schema": "tracegen.curation/1", "steps": [step]})
+    )
+    hf = tmp_path / "hf"
+    assert _tracegen("convert", source, "--chat-format", "--to-hf", hf).returncode == 0
+    card = (hf / "README.md").read_text()
+    tokens = MarkdownIt("commonmark").parse(card.split("---\n", 2)[2])
+    inline = [child for t in tokens for child in t.children or []]
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert all("Pwned" not in h for h in headings), headings
+    assert [c for c in inline if c.type in ("image", "html_inline", "link_open")] == [
+        c
+        for c in inline
+        if c.type == "link_open" and c.attrGet("href") == "https://pypi.org/project/tracegen/"
+    ]
+    assert "\u202e" not in card
+    assert "tracegen dedup" in card and "kept `![y](https://evil.example/y.png)`" in card
+    codes = [c.content for c in inline if c.type == "code_inline"]
+    assert any(c.startswith("m`\\n# Pwned") for c in codes), codes
 
 
 @pytest.mark.slow

@@ -37,23 +37,27 @@ def test_another_model_keeps_the_builtin_set() -> None:
 
 
 def test_a_first_run_takes_the_preset_and_says_so() -> None:
-    chosen, said = first_run(settings())
-    assert chosen.problems == STARTER_PROBLEMS
+    update, said = first_run(settings())
+    assert update == {"problems": STARTER_PROBLEMS, **FIRST_RUN}
     for key, value in FIRST_RUN.items():
-        assert getattr(chosen, key) == value
         assert f"--{key.replace('_', '-')} {value}" in said
     assert said.startswith("no problems named: the starter set")
 
 
 @pytest.mark.parametrize("key", sorted(FIRST_RUN))
-def test_a_setting_given_by_flag_is_kept(key: str) -> None:
+def test_a_generation_setting_given_by_flag_keeps_the_whole_preset_away(key: str) -> None:
     given = {"mode": "markers", "max_tokens": 1000, "num_samples": 3, "max_iterations": 2}
-    chosen, said = first_run(settings(**{key: given[key]}))
-    assert getattr(chosen, key) == given[key]
-    assert f"--{key.replace('_', '-')} " not in said
+    update, said = first_run(settings(**{key: given[key]}))
+    assert update == {"problems": STARTER_PROBLEMS}
+    assert f"settings given (--{key.replace('_', '-')}: no first-run preset)" in said
 
 
-def test_a_setting_given_in_the_environment_is_kept() -> None:
-    chosen, said = first_run(settings(env={"TRACEGEN_MODE": "markers"}))
-    assert chosen.mode == "markers"
-    assert "--mode" not in said
+def test_a_generation_setting_given_in_the_environment_keeps_the_preset_away() -> None:
+    update, said = first_run(settings(env={"TRACEGEN_TEMPERATURE": "0.2"}))
+    assert update == {"problems": STARTER_PROBLEMS}
+    assert "--mode" not in said and "no first-run preset" in said
+
+
+def test_run_settings_alone_keep_the_preset() -> None:
+    update, _ = first_run(settings(limit=3, concurrency=2, quiet=True))
+    assert update == {"problems": STARTER_PROBLEMS, **FIRST_RUN}

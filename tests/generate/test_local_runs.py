@@ -123,17 +123,29 @@ def test_doctor_reports_the_embedded_model() -> None:
 
 def test_a_first_run_takes_the_starter_problems_and_its_preset(tmp_path: Path) -> None:
     out, rejects = tmp_path / "t.jsonl", tmp_path / "rejects.jsonl"
-    result = run(
-        ["--backend", "local", "--limit", "2", *BUDGET, "-o", str(out), "--rejects", str(rejects)]
-    )
+    result = run(["--backend", "local", "--limit", "1", "-o", str(out), "--rejects", str(rejects)])
     assert result.returncode == 0, result.stderr
     said = next(ln for ln in result.stdout.splitlines() if ln.startswith("no problems named"))
     assert said.startswith("no problems named: the starter set"), said
-    given = set(BUDGET[::2])
     for key, value in FIRST_RUN.items():
-        flag = f"--{key.replace('_', '-')}"
-        assert (f"{flag} {value}" in said) == (flag not in given), said
+        assert f"--{key.replace('_', '-')} {value}" in said, said
     traces = read_jsonl(out) + read_jsonl(rejects)
     starter = {p.id for p in load_problems("starter")}
-    assert traces and {t["problem_id"] for t in traces} <= starter
+    assert len(traces) == FIRST_RUN["num_samples"]
+    assert {t["problem_id"] for t in traces} <= starter
     assert {t["mode"] for t in traces} == {FIRST_RUN["mode"]}
+
+
+def test_a_first_run_given_a_generation_setting_takes_no_preset(tmp_path: Path) -> None:
+    """`tracegen run --mode inline-tools --limit 3 --max-tokens 128` runs 3 episodes (one
+    sample of three starter problems), not the preset's 12."""
+    out, rejects = tmp_path / "t.jsonl", tmp_path / "rejects.jsonl"
+    given = ["--mode", "inline-tools", "--limit", "3", "--max-tokens", "128"]
+    result = run(["--backend", "local", *given, "-o", str(out), "--rejects", str(rejects)])
+    assert result.returncode == 0, result.stderr
+    said = next(ln for ln in result.stdout.splitlines() if ln.startswith("no problems named"))
+    assert "no first-run preset" in said and "--num-samples 4" not in said, said
+    traces = read_jsonl(out) + read_jsonl(rejects)
+    assert len(traces) == 3
+    assert {t["mode"] for t in traces} == {"inline-tools"}
+    assert {t["problem_id"] for t in traces} <= {p.id for p in load_problems("starter")}

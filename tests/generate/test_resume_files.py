@@ -72,12 +72,21 @@ def test_rejected_trace_without_rejects_file_is_remembered_in_the_state(tmp_path
 
 def test_trace_written_without_its_state_line_counts_as_attempted(tmp_path):
     out = tmp_path / "out.jsonl"
-    files = open_files(out)
-    files.close()
-    out.write_bytes(out.read_bytes() + trace("a").model_dump_json(by_alias=True).encode() + b"\n")
+    out.write_bytes(trace("a").model_dump_json(by_alias=True).encode() + b"\n")
     again = open_files(out)
     again.close()
     assert again.done == {("a", 0, "markers", "m")}
+
+
+def test_files_a_run_made_and_recorded_nothing_in_are_removed(tmp_path):
+    out = tmp_path / "out.jsonl"
+    open_files(out).close()
+    assert list(tmp_path.iterdir()) == []
+    files = open_files(out)
+    files.record(trace("a"), "accepted")
+    files.close()
+    open_files(out).close()
+    assert out.exists() and state_path(out).exists()
 
 
 def test_cut_last_lines_are_dropped_and_reported(tmp_path):

@@ -18,7 +18,7 @@ from tests.support.runs import (
     read,
     solver,
 )
-from tracegen.generate import executor
+from tracegen import errors
 from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
@@ -118,12 +118,13 @@ def test_a_server_down_for_too_long_stops_the_run_with_a_resume_hint(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=0.3))
+    monkeypatch.setenv("TRACEGEN_MAX_OUTAGE_S", "0.3")
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05))
     model.fail_randomly(1.0, ["status"], seed=1)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
-    assert "no host has answered" in line and "run the same command to resume" in line
+    assert "no host has answered for 0.3s" in line and "run the same command to resume" in line
     assert read(workspace.out) == []
     assert len(read(workspace.rejects)) < 12
 
@@ -134,6 +135,13 @@ def test_unreachable_server_is_one_line_and_exit_1(cli, workspace):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("tracegen: error: ")
     assert "ollama serve" in line
+
+
+def test_a_run_no_server_answered_leaves_no_files(cli, workspace):
+    result = cli(workspace.args(dead_url()))
+    assert result.exit_code == 1
+    made = {workspace.out, workspace.rejects, workspace.out.with_name("traces.jsonl.state")}
+    assert not made & set(workspace.dir.iterdir())
 
 
 def test_unknown_model_stops_the_run_with_one_line(cli, model, workspace):
@@ -206,7 +214,8 @@ def test_episodes_caught_in_a_short_outage_run_again_instead_of_failing(
     cli, model, workspace, monkeypatch
 ):
     monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
-    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05, max_outage_s=30))
+    monkeypatch.setenv("TRACEGEN_MAX_OUTAGE_S", "30")
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05))
     model.fail_next(*[Fault("status", 503)] * 10)
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 0, result.output
@@ -228,7 +237,7 @@ def test_an_episode_that_keeps_failing_is_recorded_after_its_runs_again(
     [failed] = read(workspace.rejects)
     assert (failed["problem_id"], failed["error"]["reason"]) == ("p7", "server_error")
     asked = [body for path, body, _ in model.requests if path == "/api/chat"]
-    assert sum(problem_number(body) == 7 for body in asked) == 1 + executor.MAX_PUT_BACKS
+    assert sum(problem_number(body) == 7 for body in asked) == 1 + errors.EPISODE_TRIES
     assert len(read(workspace.out)) == 11
 
 
@@ -262,17 +271,15 @@ def test_auto_reads_the_embedded_models_chat_template_and_the_hash_ignores_its_c
     from types import SimpleNamespace
 
     from tracegen.config import RunSettings
-    from tracegen.generate.command import with_tool_parser
+    from tracegen.generate.setup import tool_parser
 
     template = "{{- '<|im_system|>tool_declare<|im_middle|>' -}}"  # Kimi-K2's (llama.cpp's copy)
     local = SimpleNamespace(
         local=SimpleNamespace(template=None, info=SimpleNamespace(chat_template=template))
     )
-    said: list[str] = []
     settings = RunSettings(model="model.gguf", mode="native-tools")
-    chosen = with_tool_parser(settings, local, said.append)  # type: ignore[arg-type]
-    assert chosen.tool_parser_chosen == "kimi_k2"
-    assert said == ["tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"]
-    assert chosen.generation().digest("p") == settings.generation().digest("p")
+    chosen, said = tool_parser(settings, local)  # type: ignore[arg-type]
+    assert chosen == "kimi_k2"
+    assert said == "tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"
     explicit = settings.model_copy(update={"tool_parser": "auto"})
     assert explicit.generation().digest("p") == settings.generation().digest("p")

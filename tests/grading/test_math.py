@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import builtins
+import importlib.util
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -38,6 +40,8 @@ MATCHING = [
     ("-5", "-5.0"),
 ]
 DIFFERENT = [
+    ("2,2", "22"),  # a comma is a thousands separator only
+    ("4,5,6,7", "4567"),
     ("17", "18"),
     ("18", "180"),
     ("-18", "18"),
@@ -65,14 +69,14 @@ def test_math_verify_accepts_expressions_numbers_cannot_read() -> None:
 
 @pytest.fixture
 def without_math_verify(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_import = builtins.__import__
+    real_find_spec = importlib.util.find_spec
 
     def no_math_verify(name: str, *args: Any, **kwargs: Any) -> Any:
         if name == "math_verify" or name.startswith("math_verify."):
-            raise ImportError("No module named 'math_verify'")
-        return real_import(name, *args, **kwargs)
+            return None
+        return real_find_spec(name, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "__import__", no_math_verify)
+    monkeypatch.setattr(importlib.util, "find_spec", no_math_verify)
 
 
 @pytest.mark.parametrize(("predicted", "expected"), MATCHING)
@@ -92,3 +96,49 @@ def test_numeric_fallback_rejects_different_values(
 def test_fallback_compares_non_numbers_as_text(without_math_verify: None) -> None:
     assert not answers_match("2^3", "8")
     assert answers_match("Yes", "yes")
+
+
+@pytest.mark.parametrize(
+    ("predicted", "expected"),
+    [
+        ("\\frac{3}{4}", "0.75"),
+        ("\\sqrt{12}", "2\\sqrt{3}"),
+        ("(x+1)^2", "x^2+2x+1"),
+        ("\\{3, 1, 2\\}", "\\{1, 2, 3\\}"),
+        ("3 + 4i", "4i + 3"),
+        ("[0, 1)", "[0, 1)"),
+        ("\\boxed{\\dfrac{1}{2}}", "\\frac12"),
+    ],
+)
+def test_math_verify_accepts_latex_answers(predicted: str, expected: str) -> None:
+    assert answers_match(predicted, expected)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "expected"),
+    [("(0, 1]", "[0, 1]"), ("\\sqrt{2}", "2"), ("\\{1, 2\\}", "\\{1, 2, 3\\}"), ("2,2", "22")],
+)
+def test_math_verify_refuses_different_latex_answers(predicted: str, expected: str) -> None:
+    assert not answers_match(predicted, expected)
+
+
+def test_math_verify_works_off_the_main_thread() -> None:
+    """math-verify's own timeouts need the main thread (signal.alarm): tracegen runs it in
+    a worker process, so threads (and Ray actors) get verdicts too."""
+    with ThreadPoolExecutor(2) as pool:
+        verdicts = list(pool.map(lambda pair: answers_match(*pair), [("\\sqrt{4}", "2")] * 4))
+    assert verdicts == [True] * 4
+
+
+def test_a_worker_that_does_not_answer_in_time_is_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tracegen.grading import mathverify
+
+    monkeypatch.setattr(mathverify, "_WORKER", "import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(mathverify, "_worker", None)
+    started = time.monotonic()
+    assert mathverify.math_verify("1", "1", deadline_s=0.5) is None
+    assert time.monotonic() - started < 5
+    monkeypatch.undo()
+    assert mathverify.math_verify("\\frac{1}{2}", "0.5") is True

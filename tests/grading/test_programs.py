@@ -25,7 +25,14 @@ async def judge(request: pytest.FixtureRequest) -> AsyncIterator[ProgramJudge]:
         yield ProgramJudge(Programs(sandbox))
 
 
-@pytest.mark.parametrize("shape", sorted(PYTHON))
+SLOW_SHAPES = {"busy", "sleep", "flood"}
+"""Shapes that take seconds (their limits run out twice: once in the batch, once alone)."""
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SHAPES else s for s in sorted(PYTHON)],
+)
 async def test_python_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
     result = await judge.judge(SUM, PYTHON[shape], "python")
     assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
@@ -171,3 +178,113 @@ async def test_cpp_is_compiled_once_per_source(judge: ProgramJudge) -> None:
     for _ in range(3):
         assert (await judge.judge(SUM, code, "cpp")).status == "ok"
     assert judge.programs.compilations == before + 1
+
+
+async def test_functional_values_compare_as_livecodebench_on_its_rows(judge: ProgramJudge) -> None:
+    """LiveCodeBench compares ``prediction == expected`` (after tuples become lists)."""
+    half = Problem(
+        id="half",
+        prompt="Return half of n.",
+        entry_point="Solution.half",
+        compare=Comparison(rule="lines"),
+        tests=[TestCase(name="t", kind="functional", args=[1], expected=0.5)],
+    )
+    close = "class Solution:\n    def half(self, n):\n        return 0.5000001\n"
+    exact = "class Solution:\n    def half(self, n):\n        return n / 2\n"
+    assert (await judge.judge(half, exact, "python")).outcome == "accepted"
+    assert (await judge.judge(half, close, "python")).outcome == "wrong"
+
+
+async def test_an_input_larger_than_the_sandbox_allows_is_an_error_not_the_programs() -> None:
+    from tracegen.sandbox import SandboxLimits
+
+    big = SUM.model_copy(
+        update={"tests": [TestCase(name="big", kind="stdio", input="1 " * (1 << 20), expected="")]}
+    )
+    async with Sandbox("builtin", limits=SandboxLimits(file_size_mb=1)) as sandbox:
+        result = await ProgramJudge(Programs(sandbox)).judge(big, PYTHON["accepted"], "python")
+    assert result.outcome == "error" and "file size limit" in (result.error or "")
+
+
+class CountingSandbox:
+    """A sandbox whose executions are counted."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox, self.limits, self.executions = sandbox, sandbox.limits, 0
+
+    async def run_process(self, *args: object, **kwargs: object) -> object:
+        self.executions += 1
+        return await self.sandbox.run_process(*args, **kwargs)  # type: ignore[arg-type]
+
+
+MANY = SUM.model_copy(update={"tests": SUM.tests * 10})
+
+
+async def test_a_programs_tests_run_in_one_execution(judge: ProgramJudge) -> None:
+    counting = CountingSandbox(judge.programs.sandbox)  # type: ignore[arg-type]
+    programs = Programs(counting)  # type: ignore[arg-type]
+    await programs.build(PYTHON["accepted"], "python")
+    counting.executions = 0
+    result = await ProgramJudge(programs).judge(MANY, PYTHON["accepted"], "python")
+    assert result.status == "ok" and result.passed == 20
+    assert counting.executions == 1
+
+
+KILLS_ITS_PARENT = (
+    "import os, signal\na, b = map(int, input().split())\nprint(a + b, flush=True)\n"
+    "os.kill(os.getppid(), signal.SIGKILL)\n"
+)
+
+
+THREE = SUM.model_copy(update={"tests": [*SUM.tests, SUM.tests[0]]})
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "accepted",
+        "hard-coded",
+        "crash",
+        "exit",
+        pytest.param("busy", marks=pytest.mark.slow),
+        pytest.param("memory", marks=pytest.mark.slow),
+    ],
+)
+async def test_verdicts_are_the_same_with_and_without_one_execution_per_program(
+    judge: ProgramJudge, shape: str
+) -> None:
+    alone = ProgramJudge(judge.programs, JudgeOptions(batch=False, all_tests=True))
+    batched = ProgramJudge(judge.programs, JudgeOptions(all_tests=True))
+    one = await alone.judge(THREE, PYTHON[shape], "python")
+    other = await batched.judge(THREE, PYTHON[shape], "python")
+    assert [t.outcome for t in one.tests] == [t.outcome for t in other.tests]
+
+
+async def test_a_program_that_kills_the_batch_driver_is_judged_alone(judge: ProgramJudge) -> None:
+    alone = ProgramJudge(judge.programs, JudgeOptions(batch=False))
+    expected = (await alone.judge(THREE, KILLS_ITS_PARENT, "python")).outcome
+    assert (await judge.judge(THREE, KILLS_ITS_PARENT, "python")).outcome == expected
+
+
+@pytest.mark.slow
+@NEEDS_GPP
+@pytest.mark.parametrize("shape", sorted(CPP))
+async def test_cpp_verdicts_are_the_same_with_and_without_one_execution(
+    judge: ProgramJudge, shape: str
+) -> None:
+    alone = ProgramJudge(judge.programs, JudgeOptions(batch=False, all_tests=True))
+    batched = ProgramJudge(judge.programs, JudgeOptions(all_tests=True))
+    one = await alone.judge(THREE, CPP[shape], "cpp")
+    other = await batched.judge(THREE, CPP[shape], "cpp")
+    assert [t.outcome for t in one.tests] == [t.outcome for t in other.tests]
+
+
+async def test_many_tests_are_run_in_executions_of_at_most_a_hundred(judge: ProgramJudge) -> None:
+    counting = CountingSandbox(judge.programs.sandbox)  # type: ignore[arg-type]
+    programs = Programs(counting)  # type: ignore[arg-type]
+    await programs.build(PYTHON["accepted"], "python")
+    counting.executions = 0
+    problem = SUM.model_copy(update={"tests": SUM.tests * 101})
+    result = await ProgramJudge(programs).judge(problem, PYTHON["accepted"], "python")
+    assert result.status == "ok" and result.passed == 202
+    assert counting.executions == 3

@@ -19,11 +19,11 @@ from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.local_engine import ScriptedEngine, scripted_local
 from tracegen.errors import (
-    AnswerTooLarge,
     BackendTimeout,
     ConfigError,
     ImpossibleTokenId,
     ProtocolError,
+    RepeatedAnswer,
     UnreadableServer,
 )
 from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
@@ -90,8 +90,8 @@ async def test_impossible_token_ids_are_an_error_never_data(kind: str) -> None:
         server.fail_next(Fault("wire", message="impossible-ids"))
         completion = await backend.chat(ask())
         server.fail_randomly(1.0, [Fault("wire", message="impossible-ids")], seed=1)
-        with pytest.raises(ImpossibleTokenId, match="id -5, outside"):
-            await backend.chat(ask())
+        with pytest.raises(RepeatedAnswer, match="id -5, outside"):
+            await backend.chat(ask())  # the same impossible ids twice: not asked a third time
         await backend.aclose()
     assert completion.completion_ids and min(completion.completion_ids) >= 0
     assert "id -5, outside" in retries[0]
@@ -114,8 +114,8 @@ async def test_an_answer_without_end_stops_at_the_limit(kind: str, name: str) ->
 async def test_the_answer_limit_comes_from_max_tokens() -> None:
     with serving("vllm") as (server, backend, _):
         server.fail_randomly(1.0, [Fault("wire", message="endless-chunked")], seed=1)
-        with pytest.raises(AnswerTooLarge, match="TRACEGEN_MAX_ANSWER_BYTES"):
-            await backend.chat(ask())
+        with pytest.raises(RepeatedAnswer, match="TRACEGEN_MAX_ANSWER_BYTES"):
+            await backend.chat(ask())  # the same too large answer twice
         await backend.aclose()
     assert backend.limit_for(ask()) < 32 << 20
 
@@ -165,16 +165,41 @@ def orjson_text(body: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_server_answering_only_what_cannot_be_read_is_asked_no_more(kind: str) -> None:
-    with serving(kind) as (server, backend, _):
+    """The same unreadable answer to a request's second try as to its first ends the request;
+    two requests in a row ended that way end the server."""
+    with serving(kind) as (server, backend, retries):
         server.fail_randomly(1.0, [Fault("wire", message="event-stream")], seed=1)
-        with pytest.raises(ProtocolError):
-            await backend.chat(ask())  # 3 attempts
-        with pytest.raises(UnreadableServer, match=r"5 answers in a row to .* it began: b'data: "):
+        with pytest.raises(RepeatedAnswer, match=r"twice in a row: .* it began: b'data: "):
+            await backend.chat(ask())  # 2 attempts
+        with pytest.raises(UnreadableServer, match=r"2 requests in a row .* it began: b'data: "):
             await backend.chat(ask())  # 2 more
         with pytest.raises(UnreadableServer):
             await backend.chat(ask())  # none
         await backend.aclose()
-    assert sum(server.faults_injected.values()) == 5
+    assert sum(server.faults_injected.values()) == 4
+    assert len(retries) == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_different_unreadable_answers_are_each_retried(kind: str) -> None:
+    """Answers unreadable for different reasons may be a server restarting: retried."""
+    names = ["event-stream", "bad-chunk", "status-2001", "http-1.9"]
+    with serving(kind, max_attempts=5) as (server, backend, retries):
+        server.fail_next(*(Fault("wire", message=name) for name in names))
+        assert (await backend.chat(ask())).content == "the answer"
+        await backend.aclose()
+    assert len(retries) == 4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_endless_interim_answers_are_refused(kind: str) -> None:
+    with serving(kind, max_attempts=1) as (server, backend, _):
+        server.fail_next(Fault("wire", message="continue-loop", seconds=0.01))
+        started = time.monotonic()
+        with pytest.raises(ProtocolError, match=r"more than 8 interim \(1xx\) answers"):
+            await backend.chat(ask())
+        await backend.aclose()
+    assert time.monotonic() - started < 2.0
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -20,6 +20,7 @@ from tracegen.errors import (
     ModelNotFound,
     Overloaded,
     ProtocolError,
+    RepeatedAnswer,
     ServerError,
 )
 from tracegen.llm.base import ChatRequest, SamplingOptions
@@ -242,6 +243,17 @@ async def test_a_server_failure_carries_the_server_message(fake_ollama: FakeOlla
     assert len(fake_ollama.requests) == 5
 
 
+@pytest.mark.parametrize("kind", ["error_line", "status"])
+async def test_a_servers_long_message_is_clipped_where_it_is_read(
+    fake_ollama: FakeOllama, kind: str
+) -> None:
+    fake_ollama.fail_next(*[Fault(kind, status=500, message="oom " * 100_000)] * 3)
+    async with backend(fake_ollama, max_attempts=3, retry_max_s=0.01) as b:
+        with pytest.raises(ServerError) as info:
+            await b.chat(request())
+    assert "oom oom" in str(info.value) and len(str(info.value)) < 500
+
+
 async def test_malformed_line_is_a_clear_protocol_error(fake_ollama: FakeOllama) -> None:
     fake_ollama.set_responder(lambda path, body: ANSWER)
     fake_ollama.fail_next(*[Fault("malformed")] * 3)
@@ -249,7 +261,7 @@ async def test_malformed_line_is_a_clear_protocol_error(fake_ollama: FakeOllama)
         with pytest.raises(ProtocolError, match="malformed response") as info:
             await b.chat(request())
     assert info.value.__cause__ is None and info.value.__suppress_context__
-    assert len(fake_ollama.requests) == 3
+    assert len(fake_ollama.requests) == 2  # the same malformed answer twice: not asked again
 
 
 def answering(logprobs: Any) -> OllamaBackend:
@@ -282,9 +294,12 @@ async def test_a_malformed_logprobs_entry_is_one_protocol_error_saying_where(
     logprobs: Any, reason: str
 ) -> None:
     async with answering(logprobs) as b:
-        with pytest.raises(ProtocolError) as info:
+        with pytest.raises(RepeatedAnswer) as info:  # the same answer twice: not asked again
             await b.chat(request())
-    assert str(info.value) == f"http://ollama sent a malformed logprobs entry: {reason}"
+    assert str(info.value) == (
+        "http://ollama sent the same answer tracegen cannot read twice in a row: "
+        f"sent a malformed logprobs entry: {reason}"
+    )
 
 
 async def test_logprob_fields_a_server_adds_are_ignored() -> None:

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from tests.support.fake_ollama import FakeOllama, Fault
-from tracegen.errors import BackendUnavailable, ModelNotFound, ServerError
+from tracegen.errors import (
+    BackendError,
+    BackendUnavailable,
+    ModelNotFound,
+    ServerError,
+    UnreadableServer,
+)
 from tracegen.llm.base import ChatRequest, Completion
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.pool import HostPool
@@ -148,3 +154,41 @@ async def test_requests_failing_together_bench_their_host_once():
     assert host.failures == 6
     assert host.times_benched == 1
     assert host.benched_until == 105.0
+
+
+def twice_unreadable(url: str) -> OllamaBackend:
+    return OllamaBackend(url, "test-model", max_attempts=2, retry_initial_s=0.001, timeout_s=5)
+
+
+async def test_a_host_that_answers_what_cannot_be_read_is_left_and_its_request_sent_elsewhere():
+    with FakeOllama() as bad, FakeOllama() as good:
+        bad.fail_randomly(1.0, [Fault("wire", message="event-stream")], seed=1)
+        pool = HostPool([twice_unreadable(bad.url), twice_unreadable(good.url)], limit=1)
+        hosts = []
+        for _ in range(6):
+            hosts.append((await new_caller(pool.chat(REQUEST))).host)
+        await pool.aclose()
+        asked_bad = sum(bad.faults_injected.values())
+        assert hosts.count(good.url) == 6
+    assert pool.outage is None
+    assert asked_bad <= 4  # two requests answered the same unreadable way twice, then no more
+    assert pool.hosts[0].benched_until == float("inf")
+
+
+async def test_every_host_answering_what_cannot_be_read_is_an_outage_at_once():
+    with FakeOllama() as a, FakeOllama() as b:
+        for server in (a, b):
+            server.fail_randomly(1.0, [Fault("wire", message="event-stream")], seed=1)
+        pool = HostPool(
+            [twice_unreadable(a.url), twice_unreadable(b.url)], limit=1, max_outage_s=3600
+        )
+        errors: list[str] = []
+        while pool.outage is None and len(errors) < 20:
+            with pytest.raises(BackendError) as e:
+                await pool.chat(REQUEST)
+            errors.append(str(e.value))
+        await pool.aclose()
+        assert a.url in str(pool.outage) and b.url in str(pool.outage)
+    assert isinstance(pool.outage, UnreadableServer)
+    assert str(pool.outage).startswith("no host sends answers tracegen can read (")
+    assert len(errors) <= 4

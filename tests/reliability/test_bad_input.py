@@ -44,6 +44,10 @@ PEAK_MB = 200
 PASSWORD = "hunter2-secret"
 
 
+UNKNOWN_SANDBOX = r"sandbox \(flag\): expected one of auto, bwrap, builtin, rlimit, got 'docker'"
+"""`run`, `verify` and `doctor` refuse a bad ``--sandbox`` in the same words."""
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -71,7 +75,7 @@ CASES = [
     Case("run: no samples", "run --num-samples 0", 2, r"num-samples \(flag\)"),
     Case("run: negative limit", "run --limit -3", 2, r"limit \(flag\)"),
     Case("run: too many logprobs", "run --top-logprobs 21", 2, r"top-logprobs \(flag\)"),
-    Case("run: unknown sandbox", "run --sandbox docker", 2, r"sandbox \(flag\)"),
+    Case("run: unknown sandbox", "run --sandbox docker", 2, UNKNOWN_SANDBOX),
     Case("run: unknown problem id", "run --problem-ids nope", 2, r"unknown problem id 'nope'"),
     Case("run: missing problems file", "run --problems {missing}", 2, r"'{missing}': not a file"),
     Case("run: empty problems file", "run --problems {empty}", 2, r"{empty}: holds no problems"),
@@ -234,7 +238,7 @@ CASES = [
         "verify: unknown sandbox",
         "verify {solutions} --sandbox docker",
         2,
-        r"--sandbox must be auto, bwrap, builtin or rlimit",
+        UNKNOWN_SANDBOX,
     ),
     # ---------------------------------------------------------------- problems
     Case("problems: missing file", "problems {missing}", 2, r"'{missing}': not a file"),
@@ -250,7 +254,7 @@ CASES = [
     Case("problems: negative limit", "problems --limit -1", 2, r"--limit must be at least 1"),
     # ---------------------------------------------------------------- doctor
     Case("doctor: missing config file", "doctor --config {missing}", 2, r"config file not found"),
-    Case("doctor: unknown sandbox", "doctor --sandbox docker", 2, r"sandbox \(flag\)"),
+    Case("doctor: unknown sandbox", "doctor --sandbox docker", 2, UNKNOWN_SANDBOX),
     Case("doctor: host of another protocol", "doctor --host ftp://gpu1", 2, r"not an http://"),
     # ---------------------------------------------------------------- flags click cannot read
     Case("run: unknown flag", "run --colour", 2, r"No such option: --colour .*tracegen run --help"),
@@ -340,6 +344,12 @@ CASES = [
         "problems {aliases_yaml}",
         2,
         r"{aliases_yaml}:4: YAML aliases expand to more than 100,000 nodes",
+    ),
+    Case(
+        "problems: a 1.3 MB YAML whose aliases expand to 200 MB",
+        "problems {wide_yaml} --json",
+        2,
+        r"{wide_yaml}:\d+: YAML aliases expand to more than 16 MB",
     ),
     Case(
         "problems: YAML alias inside its own anchor",
@@ -456,6 +466,71 @@ CASES = [
     ),
     # ---------------------------------------------------------------- outputs and hosts
     Case(
+        "report: output over the input",
+        "report {trace} -o {trace}",
+        2,
+        r"{trace}: output would overwrite the input",
+    ),
+    Case(
+        "report: output over the input through a symbolic link",
+        "report {trace} -o {trace_link}",
+        2,
+        r"{trace}: output would overwrite the input",
+    ),
+    Case(
+        "report: output over the input through a hard link",
+        "report {trace} -o {trace_hardlink}",
+        2,
+        r"{trace}: output would overwrite the input",
+    ),
+    Case(
+        "dedup: output over the input through a hard link",
+        "dedup {trace} -o {trace_hardlink}",
+        2,
+        r"{trace}: output would overwrite the input",
+    ),
+    Case(
+        "verify: verdicts over the solutions",
+        "verify {solutions} -o {solutions}",
+        2,
+        r"{solutions}: output would overwrite the input",
+    ),
+    Case(
+        "verify: verdicts over the problem file",
+        "verify {solutions} --problems {problems_file} -o {problems_file}",
+        2,
+        r"{problems_file}: output would overwrite the input",
+    ),
+    Case(
+        "convert: a dataset folder around the input",
+        "convert {trace} --chat-format --to-hf {tmp}",
+        2,
+        r"{trace}: output {tmp} would replace the input's folder",
+    ),
+    Case(
+        "convert: a folder with files tracegen did not write",
+        "convert {trace} --chat-format --to-hf {foreign_dataset}",
+        2,
+        r"{foreign_dataset}: exists and is not a dataset tracegen wrote",
+    ),
+    *(
+        Case(
+            f"{argv.split()[0]}: a 300-character output name",
+            argv,
+            2,
+            r"output name too long \(at most 255 bytes a name\)",
+        )
+        for argv in (
+            "report {trace} -o {long}",
+            "convert {trace} --chat-format -o {long}",
+            "convert {trace} --chat-format --to-hf {long}",
+            "dedup {trace} -o {long}",
+            "verify {solutions} -o {long}",
+            "run --host {dead_host} --model test-model -o {long}",
+            "merge {long} {trace}",
+        )
+    ),
+    Case(
         "convert: a dataset into a device",
         "convert {trace} --chat-format --to-hf /dev/null",
         2,
@@ -571,6 +646,9 @@ HOSTILE: dict[str, Callable[[], bytes | str]] = {
     "bomb_yaml": _alias_bomb,
     "aliases_yaml": lambda: PROBLEM_YAML.format(args="[&s lol" + ", *s" * 200_000 + "]"),
     "recursive_yaml": lambda: "- &a [*a]\n",
+    "wide_yaml": lambda: PROBLEM_YAML.format(
+        args="[&s " + "x" * 200_000 + ", " + ", ".join(["*s"] * 1_000) + "]"
+    ),
     "deep_yaml": lambda: PROBLEM_YAML.format(args=_deep(5_000)),
     "bigint_yaml": lambda: PROBLEM_YAML.format(args="[100000000000000000000000]"),
     "nan_yaml": lambda: PROBLEM_YAML.format(args="[.nan]"),
@@ -655,12 +733,28 @@ def files(tmp_path: Path, server: FakeOllama, hostile: dict[str, str]) -> dict[s
     for name, data in contents.items():
         paths[name].write_bytes(data)
     (tmp_path / "folder").mkdir()
+    (tmp_path / "trace_link.jsonl").symlink_to(paths["trace"])
+    os.link(paths["trace"], tmp_path / "trace_hardlink.jsonl")
+    problems_file = tmp_path / "problems_file.jsonl"
+    problems_file.write_bytes(
+        orjson.dumps({**problem, "id": "two_sum"} | {"schema": "tracegen.problem/1"}) + b"\n"
+    )
+    foreign = tmp_path / "foreign_dataset"
+    foreign.mkdir()
+    (foreign / "dataset_info.json").write_text("{}")
+    (foreign / "notes.txt").write_text("mine")
     port = unused_port()
     return {
         **hostile,
         **{name: str(p) for name, p in paths.items()},
         "missing": str(tmp_path / "missing.jsonl"),
         "folder": str(tmp_path / "folder"),
+        "tmp": str(tmp_path),
+        "problems_file": str(problems_file),
+        "trace_link": str(tmp_path / "trace_link.jsonl"),
+        "trace_hardlink": str(tmp_path / "trace_hardlink.jsonl"),
+        "foreign_dataset": str(foreign),
+        "long": str(tmp_path / ("x" * 300 + ".jsonl")),
         "fresh": str(tmp_path / "fresh.jsonl"),
         "host": server.url,
         "dead_host": f"http://127.0.0.1:{port}",

@@ -130,3 +130,22 @@ def test_the_resume_line_after_ctrl_c_hides_the_password(workspace: Workspace) -
     assert TRACEBACK not in stderr
     assert "to resume, run:" in stderr and "http://***@127.0.0.1" in stderr
     assert password not in stdout + stderr
+
+
+@pytest.mark.parametrize("kind", ["vllm", "ollama"])
+def test_with_the_backend_found_by_asking_only_that_kinds_key_meets_the_urls_password(
+    kind: str,
+) -> None:
+    """``OLLAMA_API_KEY`` set for other uses does not stop a password-protected vLLM host; to
+    an Ollama host, the key and the password together are refused."""
+    with FakeOpenAI("vllm") if kind == "vllm" else FakeOllama() as server:
+        url = server.api if isinstance(server, FakeOpenAI) else server.url
+        host = url.replace("http://", "http://me:pw@")
+        args = ["doctor", "--host", host, "--model", "test-model"]
+        done = tracegen(args, env=child_env(OLLAMA_API_KEY="ollama"))
+    if kind == "vllm":
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert bearers(server) == {"Basic bWU6cHc="}
+    else:
+        assert done.returncode == 2 and "TRACEGEN_API_KEY or OLLAMA_API_KEY" in done.stderr
+        assert "Bearer ollama" not in bearers(server)

@@ -5,9 +5,15 @@ concurrently, the reward is tracegen's judge's, the state is the episode so far.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -117,20 +123,33 @@ def test_a_tool_call_runs_in_the_sandbox_and_its_result_comes_back(native: str) 
     assert Trace.model_validate(state["trace"]).metrics.executions >= 2
 
 
-def test_token_ids_the_policy_sampled_are_the_trace_s(markers: str) -> None:
+def test_token_ids_and_logprobs_the_policy_sampled_are_the_trace_s(markers: str) -> None:
     prompt_ids, completion_ids = [1, 2, 3, 4], [10, 11, 12]
+    third = len(ADD_ANSWER) // 3
+    pieces = [ADD_ANSWER[:third], ADD_ANSWER[third : 2 * third], ADD_ANSWER[2 * third :]]
+    logprobs = [
+        {"token": piece, "logprob": value, "id": i, "top_logprobs": []}
+        for piece, value, i in zip(pieces, (-0.5, -0.25, -0.125), completion_ids, strict=True)
+    ]
 
     async def main() -> dict:
         async with GenericEnvClient(base_url=markers) as env:
             await env.reset(problem_id="add2")
             await env.step(
-                {"content": ADD_ANSWER, "prompt_ids": prompt_ids, "completion_ids": completion_ids}
+                {
+                    "content": ADD_ANSWER,
+                    "prompt_ids": prompt_ids,
+                    "completion_ids": completion_ids,
+                    "logprobs": logprobs,
+                }
             )
             return await env.state()
 
     trace = Trace.model_validate(asyncio.run(main())["trace"])
     [request] = trace.token_requests
     assert request.prompt_ids == prompt_ids and request.completion_ids == completion_ids
+    assert request.logprobs == [-0.5, -0.25, -0.125]
+    assert trace.logprobs_status == "present"
 
 
 def test_an_unknown_problem_or_a_step_before_reset_is_an_error(markers: str) -> None:
@@ -142,3 +161,47 @@ def test_an_unknown_problem_or_a_step_before_reset_is_an_error(markers: str) -> 
                 await env.step({"content": ADD_ANSWER})
 
     asyncio.run(main())
+
+
+def test_serving_with_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    env = {**os.environ, "TRACEGEN_MODE": "no-such-mode"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tracegen.openenv", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("tracegen: error:") and "no-such-mode" in line
+
+
+def test_python_m_tracegen_openenv_serves_openenv_s_routes(problems: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "TRACEGEN_MODE": "markers", "TRACEGEN_PROBLEMS": str(problems)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracegen.openenv", "--port", str(port)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"{url}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+                time.sleep(0.2)
+        assert health.status_code == 200
+        schema = httpx.get(f"{url}/schema", timeout=10).json()
+        assert "completion_ids" in schema["action"]["properties"]
+        assert "messages" in schema["observation"]["properties"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

@@ -38,9 +38,13 @@ def test_the_policy_server_is_the_one_host() -> None:
     ("values", "server", "message"),
     [
         ({"max_iterations": 0}, {}, "--env.max_iterations: Input should be greater than"),
-        ({"sandbox": "docker"}, {}, "--env.sandbox: Input should be 'auto'"),
-        ({"problem_ids": []}, {}, "--env.problem_ids: Value error, names no problem id"),
-        ({}, {"base_url": "ftp://x"}, "--openai.base_url: Value error, 'ftp://x' is not an"),
+        (
+            {"sandbox": "docker"},
+            {},
+            "--env.sandbox: expected one of auto, bwrap, builtin, rlimit",
+        ),
+        ({"problem_ids": []}, {}, "--env.problem_ids: names no problem id"),
+        ({}, {"base_url": "ftp://x"}, "--openai.base_url: 'ftp://x' is not an"),
         ({}, {"base_url": ""}, "--openai.base_url: name the policy server"),
         ({}, {"model_name": ""}, "--openai.model_name: String should have at least 1"),
     ],

@@ -169,3 +169,18 @@ def test_a_file_an_earlier_script_leaves_is_gone_when_the_final_program_is_judge
         f"import os\n\ndef add(a, b):\n    return 3 if any(map(os.path.exists, {places})) else 0"
     )
     assert env.trace().score == 0.0
+
+
+def test_a_program_problem_is_rewarded_by_every_test_private_ones_included(
+    env: TracegenEnvironment,
+) -> None:
+    from tests.support.programs import PYTHON, SUM
+
+    problem = SUM.model_dump_json(by_alias=True)
+    env.reset(problem=problem, prompt=[])
+    env.python(PYTHON["accepted"])
+    assert env.trace().verdict.outcome == "accepted" and env.get_reward() == 1.0  # type: ignore[union-attr]
+    env.reset(problem=problem, prompt=[])
+    env.python(PYTHON["hard-coded"])  # the public test's answer, printed
+    verdict = env.trace().verdict
+    assert verdict is not None and [t.outcome for t in verdict.tests] == ["accepted", "wrong"]

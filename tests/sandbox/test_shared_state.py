@@ -98,3 +98,12 @@ def test_nor_across_separate_tracegen_processes(flavour: str, tmp_path: Path) ->
         )  # fmt: skip
         statuses += [json.loads(line)["status"] for line in done.stdout.splitlines()]
     assert statuses == ["failed"] * s.SAMPLES, done.stderr
+
+
+@pytest.mark.parametrize("flavour", FILTERED)
+async def test_reading_a_host_file_writes_no_access_time(flavour: str) -> None:
+    before = s.stale_atime()
+    async with Sandbox(flavour, limits=LIMITS) as sandbox:
+        result = await sandbox.run_code(s.ATIME)
+    assert result.status == "ok", result.error
+    assert (json.loads(result.stdout), s.FILES[1].stat().st_atime) == ([True, True], before)

@@ -65,6 +65,19 @@ def _late(handler: Handler, data: bytes, fault: Fault) -> None:
     _send(handler, _whole(data))
 
 
+def _continue_loop(handler: Handler, data: bytes, fault: Fault) -> None:
+    """``100 Continue`` and nothing else, one every ``fault.seconds`` (2 s), forever."""
+    while not handler.model.stopping.wait(2.0 if fault.seconds is None else fault.seconds):
+        _send(handler, b"HTTP/1.1 100 Continue\r\n\r\n")
+
+
+def _headers_then_close(handler: Handler, data: bytes, fault: Fault) -> None:
+    """The status line and headers of the answer, then the connection closed."""
+    _send(handler, b"HTTP/1.1 200 OK\r\n" + JSON_TYPE + b"Content-Length: %d\r\n\r\n" % len(data))
+    handler.close_connection = True
+    handler.connection.shutdown(2)
+
+
 def _gzip(handler: Handler, data: bytes, fault: Fault) -> None:
     """The answer gzip-compressed, though ``Accept-Encoding: identity`` was asked for."""
     body = gzip.compress(data)
@@ -113,6 +126,8 @@ WIRE_FAULTS: dict[str, WireFault] = {
     "endless-chunked": _endless,
     "huge-body": _huge,
     "slow-drip": _drip,
+    "continue-loop": _continue_loop,
+    "headers-then-close": _headers_then_close,
     "late-answer": _late,
     "gzip": _gzip,
     "impossible-ids": _impossible_ids,
@@ -140,7 +155,7 @@ def misbehave(handler: Handler, data: bytes, fault: Fault) -> None:
     except OSError:  # the client hung up, as it should
         handler.close_connection = True
         return
-    if name in ("endless-chunked", "huge-body", "slow-drip"):
+    if name in ("endless-chunked", "huge-body", "slow-drip", "continue-loop", "headers-then-close"):
         handler.close_connection = True
     with contextlib.suppress(OSError):
         handler.wfile.flush()

@@ -23,6 +23,10 @@ PYTHON = {
     "wrong": "a, b = map(int, input().split())\nprint(a - b)\n",
     "truncated": "a, b = map(int, input().split())\nprint(str(a + b)[:-1])\n",
     "extra": "a, b = map(int, input().split())\nprint(a + b)\nprint(0)\n",
+    "exit-call": "a, b = map(int, input().split())\nprint(a + b)\nexit()\nprint('never')\n",
+    "recursion": "import sys\nsys.setrecursionlimit(10**6)\n"
+    "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n"
+    "a, b = map(int, input().split())\nprint(f(50000) - 50000 + a + b)\n",
     "busy": "while True:\n    pass\n",
     "sleep": "import time\ntime.sleep(60)\n",
     "memory": "x = bytearray(400 << 20)\nprint(len(x))\n",
@@ -59,6 +63,8 @@ OUTCOMES = {
     "accepted": "accepted",
     "iostream": "accepted",
     "whitespace": "accepted",
+    "exit-call": "accepted",
+    "recursion": "accepted",
     "hard-coded": "wrong",
     "wrong": "wrong",
     "truncated": "wrong",

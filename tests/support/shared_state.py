@@ -222,3 +222,19 @@ page cache (a file read is a digit set, a read with ``RWF_NOWAIT`` reads it) and
 answers in turn. With that memory it passes `HIDDEN` by its 14th sample; without it every
 sample is the first and fails."""
 SAMPLES = 16
+
+ATIME = f"""
+import json, os
+with open({str(FILES[1])!r}, "rb") as f:
+    f.read()
+print(json.dumps([bool(os.statvfs(p).f_flag & os.ST_RDONLY) for p in ("/usr", "/bin")]))
+"""
+"""Reads a file of the host; whether the system directories are mounted read-only."""
+
+
+def stale_atime(path: Path = FILES[1]) -> float:
+    """Set ``path``'s access time a day before its modification time (so that reading it
+    would update it, ``relatime`` or not); that access time."""
+    stat = path.stat()
+    os.utime(path, (stat.st_mtime - 86400, stat.st_mtime))
+    return path.stat().st_atime

@@ -12,7 +12,7 @@ import msgspec
 import orjson
 import pytest
 
-from tests.support.traces import MODES, every_mode_and_failure, write_traces
+from tests.support.traces import MODES, every_mode_and_failure, markers_trace, write_traces
 from tracegen.jsonl import line_spans
 from tracegen.schema import TokenRequest
 from tracegen.views import stats as stats_module
@@ -224,3 +224,16 @@ def test_a_large_file_has_the_tokens_of_a_share_of_its_traces_counted_and_says_s
     tokens = [token for t in read for turn in t.logprobs for token in turn.tokens]
     with_id = sum(token.id is not None for token in tokens)
     assert f"tokens with a token id: {with_id:,}/{len(tokens):,} {note}" in page
+
+
+def test_the_pages_own_text_shows_control_and_bidi_characters_as_escapes(tmp_path: Path) -> None:
+    hostile = "p\u202etxt.exe\x1b[2K\x9b<b>"
+    traces = [markers_trace(i, problem_id=hostile) for i in range(3)]
+    traces[0].model = hostile
+    page = build_report([str(write_traces(tmp_path / "t.jsonl", traces))])
+    outside = re.sub(
+        r'<script type="application/json" id="trace-data">.*?</script>', "", page, flags=re.S
+    )
+    assert not re.search("[\x1b\x9b\u202a-\u202e\u2066-\u2069]", outside)
+    assert "p\\u202etxt.exe\\x1b[2K\\x9b&lt;b&gt;" in outside
+    assert {t["problem_id"] for t in _embedded(page)} == {hostile}, "the data itself is kept"

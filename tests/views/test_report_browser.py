@@ -7,6 +7,7 @@ Screenshots go to the test's temporary folder; the one kept as ``docs/report.png
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,12 @@ import pytest
 
 from tests.support.browser import Browser
 from tests.support.system_tools import NEEDS_CHROMIUM
-from tests.support.traces import every_mode_and_failure, night_of_traces, write_traces
+from tests.support.traces import (
+    every_mode_and_failure,
+    markers_trace,
+    night_of_traces,
+    write_traces,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -131,3 +137,29 @@ def test_report_of_20000_traces_stays_light_and_responsive(tmp_path: Path) -> No
         assert spent < 250
         browser.js("window.scrollTo(0, 0)")
         browser.screenshot(_kept_screenshots(tmp_path) / "report.png")
+
+
+def test_hostile_text_is_shown_as_escapes_and_the_metrics_row_has_its_numbers(
+    tmp_path: Path,
+) -> None:
+    """A right-to-left override in a problem id does not reorder the viewer's line; markup and
+    control characters are text; the token row reads the fields traces have."""
+    trace = markers_trace(0, problem_id="evil\u202etxt.exe")
+    trace.model = "m\u2066x\u2069<img src=x onerror=alert(1)>"
+    trace.steps[0].text = "think \x1b]52;c;UFdO\x07 \u202edone"
+    page = _report(write_traces(tmp_path / "t.jsonl", [trace]), tmp_path / "report.html")
+    with Browser() as browser:
+        browser.open(page)
+        browser.js("document.querySelector('#trace-list tr td').click()")
+        viewer = "document.getElementById('pane-a')"
+        heading = browser.js(f"{viewer}.querySelector('h3').textContent")
+        assert heading == "evil\\u202etxt.exe · markers"
+        shown = browser.js("document.body.innerText")
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", shown)
+        assert "think \\x1b]52;c;UFdO\\x07 \\u202edone" in shown
+        assert "<img src=x onerror=alert(1)>" in shown
+        assert browser.js("document.querySelectorAll('img').length") == 0
+        metrics = browser.js(f"{viewer}.querySelector('.kind-metrics').innerText")
+        assert "tokens (prompt / completion)" in metrics and "80 / 120" in metrics
+        assert "undefined" not in browser.js(f"{viewer}.innerText")
+        assert browser.errors == []

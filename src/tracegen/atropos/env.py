@@ -1,7 +1,8 @@
 """`TracegenEnv`: tracegen's episodes as an Atropos environment (``atroposlib`` 0.4.0).
 
 An item is a problem; a group is ``--env.group_size`` episodes of it, run by tracegen's
-episode engine (`tracegen.episode.engine.run_episode`) against the policy server of
+`tracegen.generate.worker.EpisodeWorker` (the run decided once by
+`tracegen.generate.setup.prepare`) against the policy server of
 ``--openai.*`` (tracegen's own OpenAI-compatible backend, which records the exact prompt and
 sampled ids on vLLM, SGLang and llama.cpp's server), executed in tracegen's sandbox and
 scored by its judge. Each group goes to Atropos's API as a ``ScoredDataGroup`` built by
@@ -55,22 +56,19 @@ from tracegen.atropos.groups import (
 )
 from tracegen.atropos.settings import TokenIds, run_settings, tracegen_fields
 from tracegen.config import RunSettings
-from tracegen.data.prompts import load_prompt
-from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import BackendUnavailable, ConfigError, TracegenError
 from tracegen.export.tokens.sequences import Decoder
 from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
-from tracegen.generate.command import constrained
 from tracegen.generate.plan import Plan
+from tracegen.generate.setup import RunSetup, prepare
+from tracegen.generate.worker import EpisodeWorker
 from tracegen.jsonl import JsonlWriter
-from tracegen.llm.base import session
 from tracegen.llm.factory import open_pool
 from tracegen.llm.pool import HostPool
-from tracegen.modes import get_mode
 from tracegen.problems import load_problems
-from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import Problem, Trace
+from tracegen.terminal import one_line, printable
 
 log = logging.getLogger("tracegen.atropos")
 
@@ -126,7 +124,7 @@ TracegenEnvConfig = create_model(
 
 
 def _say(text: str) -> None:
-    print(f"tracegen: {text}", file=sys.stderr, flush=True)
+    print(f"tracegen: {printable(text)}", file=sys.stderr, flush=True)
 
 
 class TracegenEnv(BaseEnv):
@@ -162,7 +160,8 @@ class TracegenEnv(BaseEnv):
         self.episodes_run = 0
         self.means = EpisodeMeans()
         self.pool: HostPool | None = None
-        self.sandbox: Sandbox | None = None
+        self.run_setup: RunSetup
+        self.worker: EpisodeWorker | None = None
         self.traces: JsonlWriter | None = None
         self.retokenizer: Tokenizer | None = None
         self._fatal: BaseException | None = None
@@ -184,17 +183,14 @@ class TracegenEnv(BaseEnv):
     # ------------------------------------------------------------ setup
 
     async def setup(self) -> None:
-        s = self.run_settings
-        mode = get_mode(s.mode)
-        self.system_prompt = load_prompt(s.mode, s.prompts_dir)
-        self.problems = load_problems(s.problems, limit=s.limit, problem_ids=s.problem_ids)
-        settings = constrained(s, mode.constrain_auto)
-        self.generation = settings.generation()
-        self.plan = Plan(self.problems, self.generation, self.system_prompt, 1, s.seed)
+        self.run_setup = setup = await prepare(self.run_settings, _say)
+        s = setup.settings
+        self.problems = setup.problems
+        self.plan: Plan = setup.plan_for(self.problems, 1)
         if self.config.token_ids == "retokenized":
             self.retokenizer = load_tokenizer(Path(self.config.tokenizer_name))
         self.pool = await open_pool(
-            settings, on_retry=log.info, warn=_say, continues_message=mode.continues_message
+            s, on_retry=log.info, warn=_say, continues_message=setup.mode.continues_message
         )
         if not self.pool.capabilities.token_ids and self.retokenizer is None:
             backend = self.pool.hosts[0].backend
@@ -203,14 +199,9 @@ class TracegenEnv(BaseEnv):
             await self.pool.aclose()
             self.pool = None
             raise ConfigError(NO_IDS.format(server=server))
-        self.sandbox = Sandbox(
-            isolation=s.sandbox,
-            limits=SandboxLimits.for_timeout(s.exec_timeout),
-            packages=s.sandbox_packages,
-        )
-        await self.sandbox.__aenter__()
-        if self.sandbox.warning:
-            _say(self.sandbox.warning)
+        self.worker = await EpisodeWorker(s, self.pool).open()
+        if self.worker.warning:
+            _say(self.worker.warning)
         path = self.config.traces_path
         if path is None and getattr(self, "process_mode", False):
             path = str(Path(self.config.data_path_to_save_groups).with_suffix(".traces.jsonl"))
@@ -219,15 +210,15 @@ class TracegenEnv(BaseEnv):
         constrained_note = " (constrained decoding: not the policy's own distribution)"
         ids = "exact ids" if self.retokenizer is None else "retokenized ids where none exact"
         _say(
-            f"{len(self.problems)} problems, mode {s.mode}, {ids}, sandbox {self.sandbox.summary}"
-            + (constrained_note if settings.constrain == "on" else "")
+            f"{len(self.problems)} problems, mode {s.mode}, {ids}, sandbox {self.worker.summary}"
+            + (constrained_note if setup.choices.constrain else "")
         )
 
     async def close(self) -> None:
         if self.pool is not None:
             await self.pool.aclose()
-        if self.sandbox is not None:
-            await self.sandbox.aclose()
+        if self.worker is not None:
+            await self.worker.aclose()
         if self.traces is not None:
             self.traces.close()
         if self.retokenizer is not None:
@@ -243,12 +234,9 @@ class TracegenEnv(BaseEnv):
         return item
 
     async def _episode(self, spec: EpisodeSpec) -> Trace:
-        assert self.pool is not None and self.sandbox is not None
+        assert self.worker is not None
         try:
-            with session(spec.trace_id):
-                trace = await run_episode(
-                    spec, get_mode(spec.settings.mode), self.pool, self.sandbox
-                )
+            trace = await self.worker.run(spec)
         except TracegenError as e:  # no other episode would survive it either: stop
             self._stop(e)
             raise
@@ -297,11 +285,11 @@ class TracegenEnv(BaseEnv):
         traces = await asyncio.gather(*(self._episode(s) for s in specs))
         failure = environment_failure(traces)
         if failure is not None:  # not the policy's doing: no reward, the problem again later
-            log.warning("group of %s run again later: %s", problem.id, failure)
+            log.warning("group of %s run again later: %s", printable(problem.id), one_line(failure))
             return None, [(problem, round_ + RETRY_ROUNDS)]
         group = scored_group(traces, size, self.retokenizer, self._checker(traces))
         for why in group.dropped:
-            log.warning("episode left out of its group: %s", why)
+            log.warning("episode left out of its group: %s", one_line(why))
         return group.data, []
 
     # ------------------------------------------------------------ delivery
@@ -408,11 +396,10 @@ class TracegenEnv(BaseEnv):
         """Run the eval split (``--env.eval_problems``, else the training problems),
         ``--env.num_samples`` episodes a problem, and report pass@1 and pass@k."""
         s = self.run_settings
+        problems: Sequence[Problem] = self.problems
         if self.config.eval_problems is not None:
             problems = load_problems(self.config.eval_problems)
-        else:
-            problems = self.problems
-        plan = Plan(problems, self.generation, self.system_prompt, s.num_samples, s.seed)
+        plan = self.run_setup.plan_for(problems, s.num_samples)
         started = time.time()
         limit = asyncio.Semaphore(max(1, self.config.max_eval_workers))
         writer = None
@@ -422,11 +409,8 @@ class TracegenEnv(BaseEnv):
 
         async def one(spec: EpisodeSpec) -> Trace:
             async with limit:
-                assert self.pool is not None and self.sandbox is not None
-                with session(spec.trace_id):
-                    trace = await run_episode(
-                        spec, get_mode(spec.settings.mode), self.pool, self.sandbox
-                    )
+                assert self.worker is not None
+                trace = await self.worker.run(spec)
             if writer is not None:
                 writer.write(trace)
             return trace

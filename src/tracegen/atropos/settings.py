@@ -93,4 +93,5 @@ def run_settings(
     except ValidationError as e:
         first = e.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "settings"
-        raise ConfigError(f"{_flag(name)}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{_flag(name)}: {message}") from None

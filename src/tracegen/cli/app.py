@@ -29,8 +29,18 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except TracegenError as e:
-            typer.echo(f"tracegen: error: {one_line(str(e), 2000)}", err=True)
+            from tracegen.config import redact_url
+
+            typer.echo(f"tracegen: error: {one_line(redact_url(str(e)), 2000)}", err=True)
             raise typer.Exit(e.exit_code) from None
+        except OSError as e:
+            if e.filename is None:
+                raise
+            from tracegen.config import redact_url
+
+            where = one_line(redact_url(str(e.filename)), 200)
+            typer.echo(f"tracegen: error: {where}: {e.strerror or e}", err=True)
+            raise typer.Exit(2) from None
         except _UsageError as e:
             if type(e).__name__ == "NoArgsIsHelpError":
                 raise
@@ -78,7 +88,7 @@ class LazyCommand:
 
     def command(self) -> Any:
         if self._command is None:
-            one = typer.Typer(add_completion=False, rich_markup_mode=None)
+            one = typer.Typer(add_completion=False, rich_markup_mode="rich")
             one.command(self.name)(self.build())
             self._command = typer.main.get_command(one)
             self._command.name = self.name

@@ -15,7 +15,7 @@ def build() -> Callable[..., None]:
     from tracegen.config import RunSettings
 
     def run(settings: RunSettings) -> int:
-        from tracegen.generate.command import run_command
+        from tracegen.generate.run import run_command
 
         return run_command(settings)
 

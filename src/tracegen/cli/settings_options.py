@@ -15,27 +15,41 @@ from typing import Annotated, Any, Literal
 import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
+from rich.markup import escape
 
 from tracegen.cli.options import ConfigOpt
 from tracegen.config import (
-    ENV_PREFIX,
     GENERATION_PANEL,
     RUN_PANEL,
     GenerationSettings,
     RunSettings,
+    env_names,
+    shown_default,
 )
 
 
 def presentation(name: str, field: FieldInfo) -> dict[str, Any]:
     """A field's ``cli(...)`` entry, with its defaults filled in."""
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    shown = {"option": True, "repeat": False, **(extra.get("cli") or {})}  # type: ignore[dict-item]
+    shown: dict[str, Any] = {"option": True, "repeat": False, **(extra.get("cli") or {})}  # type: ignore[dict-item]
     if not shown.get("panel"):
         generation = name in GenerationSettings.model_fields
         shown["panel"] = GENERATION_PANEL if generation else RUN_PANEL
     shown["flags"] = shown.get("flags") or ["--" + name.replace("_", "-")]
-    shown["env"] = shown.get("env") or ENV_PREFIX + name.upper()
+    shown["env"] = env_names(name, field)
+    shown["default"] = shown_default(field)
     return shown
+
+
+def help_text(field: FieldInfo, shown: dict[str, Any], *, env: bool = True) -> str:
+    """An option's help: the setting's description, its default and (``env``) the variables
+    that set it, as rich help shows them (brackets escaped, not markup)."""
+    text = escape(field.description or "")
+    if shown["default"] is not None:
+        text += escape(f" [default: {shown['default']}]")
+    if env:
+        text += escape(f" [env: {', '.join(shown['env'])}]")
+    return text
 
 
 def option_type(annotation: Any, repeat: bool) -> Any:
@@ -70,8 +84,12 @@ def parameters(
         if not shown["option"]:
             continue
         kind = option_type(field.annotation, shown["repeat"])
-        help_text = f"{field.description} [env: {shown['env']}]" if env else field.description
-        option = typer.Option(*shown["flags"], help=help_text, rich_help_panel=shown["panel"])
+        option = typer.Option(
+            *shown["flags"],
+            help=help_text(field, shown, env=env),
+            rich_help_panel=shown["panel"],
+            show_default=False,
+        )
         annotation = Annotated[kind | None, option]  # type: ignore[valid-type]
         out.append(
             inspect.Parameter(

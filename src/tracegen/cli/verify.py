@@ -22,7 +22,7 @@ def build() -> Callable[..., None]:
         solutions: Annotated[Path, typer.Argument(help="JSONL of {problem_id, code}, or traces.")],
         problems: str | None = None,
         sandbox: str | None = None,
-        sandbox_packages: bool = False,
+        sandbox_packages: bool | None = None,
         output: Annotated[
             Path | None, typer.Option("-o", "--output", help="Verdicts JSONL.")
         ] = None,
@@ -49,7 +49,7 @@ def build() -> Callable[..., None]:
             output=output,
             json_out=json_out,
             sandbox=sandbox or "auto",
-            packages=sandbox_packages,
+            packages=bool(sandbox_packages),
             time_scale=time_scale,
             all_tests=all_tests,
         )

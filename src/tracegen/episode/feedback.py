@@ -41,6 +41,10 @@ def _call_text(problem: Problem, test: TestCase) -> str:
         return f"{problem.entry_point}({', '.join(args)})"
     if test.kind == "assert" and test.code and test.code.strip():
         return test.code.strip().splitlines()[0]
+    if test.kind == "functional" and problem.entry_point and not test.private:
+        return f"{problem.entry_point}({', '.join(repr(a) for a in test.args)})"
+    if test.kind == "stdio" and not test.private:
+        return f"input {test.input!r}"
     return test.name
 
 
@@ -48,8 +52,12 @@ def _failure_line(problem: Problem, result: TestResult) -> str:
     cases = {t.name: t for t in problem.tests}
     case = cases.get(result.name)
     call = _call_text(problem, case) if case else result.name
+    if result.outcome is not None and result.outcome != "wrong":
+        return clip(f"- {call}: {result.outcome}: {last_line(result.error)}")
     if result.error:
         return clip(f"- {call} raised {last_line(result.error)}")
+    if result.outcome is not None:  # a program's output: shown as the text it is
+        return clip(f"- {call}: expected {result.expected!r}, got {result.actual!r}")
     return clip(f"- {call}: expected {result.expected}, got {result.actual}")
 
 
@@ -61,6 +69,8 @@ def _crash_text(result: ExecResult) -> str:
 
 def format_test_feedback(result: ExecResult, problem: Problem) -> str:
     """Tests passed, or per failing test its input, expected and actual value (or error)."""
+    if result.status == "compile":
+        return f"Error: the program does not compile:\n{tail(result.error or '', 1500)}"
     if result.status not in ("ok", "failed"):
         return f"Error: {_crash_text(result)}"
     lines = [f"{result.passed}/{result.total} tests passed."]

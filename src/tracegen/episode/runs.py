@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
+from dataclasses import replace
 
 from tracegen.episode.limits import limit_reached
+from tracegen.grading.programs import ProgramJudge, judge_for
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import ExecResult, Metrics, Problem
 
@@ -26,9 +28,23 @@ class Runs:
         self._verdicts: dict[str, ExecResult] = {}
 
     async def run_tests(self, code: str) -> ExecResult:
+        """The verdict: every test, private ones included."""
         if code not in self._verdicts:
-            self._verdicts[code] = await self._timed(self.sandbox.run_tests(code, self.problem))
+            self._verdicts[code] = await self._timed(self._judged(code, public_only=False))
         return self._verdicts[code]
+
+    async def _judged(self, code: str, *, public_only: bool) -> ExecResult:
+        if not self.problem.is_program:
+            return await self.sandbox.run_tests(code, self.problem)
+        judge = judge_for(self.sandbox)
+        if judge is None:
+            return ExecResult(status="error", error="this sandbox cannot run whole programs")
+        tests = self.problem.public_tests if public_only else None
+        if public_only and not tests:
+            return await self.sandbox.run_code(code)
+        if public_only:  # feedback shows every public test that fails
+            judge = ProgramJudge(judge.programs, replace(judge.options, all_tests=True))
+        return await judge.judge(self.problem, code, tests=tests)
 
     async def execute(self, code: str, *, script: bool = False) -> ExecResult:
         """Run code whose result goes back to the model: one of ``max_iterations``.
@@ -39,7 +55,10 @@ class Runs:
             raise limit_reached(
                 "max_iterations", f"the episode used all {self.max_iterations} executions"
             )
-        if self.tested and not script:
+        if self.tested and not script and self.problem.is_program:
+            # The model is shown the public tests only: the private ones decide the verdict.
+            result = await self._timed(self._judged(code, public_only=True))
+        elif self.tested and not script:
             result = await self.run_tests(code)
         else:
             result = await self._timed(self.sandbox.run_code(code))

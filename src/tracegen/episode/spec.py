@@ -14,6 +14,19 @@ Key = tuple[str, int, str, str]
 
 
 @dataclass(frozen=True)
+class Choices:
+    """What a run decided when it started (`tracegen.generate.setup.prepare`), beside the
+    settings it was given: never written back into them."""
+
+    constrain: bool = False
+    """Whether decoding is constrained to the mode's grammar (``--constrain`` on, or auto
+    where it helps the embedded model)."""
+    tool_parser: str | None = None
+    """The family of tool calls written as text that ``--tool-parser auto`` chose (None:
+    not chosen; the mode decides from the model's name)."""
+
+
+@dataclass(frozen=True)
 class EpisodeSpec:
     """Everything an episode needs except the backend and the sandbox it runs on."""
 
@@ -24,6 +37,7 @@ class EpisodeSpec:
     settings_hash: str
     system_prompt: str
     seed: int | None
+    choices: Choices = Choices()
 
     @property
     def key(self) -> Key:

@@ -51,10 +51,10 @@ class Turns:
         tools: list[dict[str, Any]] | None,
         grammar: Grammar | None = None,
     ) -> ChatRequest:
-        """The next request; ``grammar`` constrains it when the ``constrain`` setting is on."""
+        """The next request; ``grammar`` constrains it when the run constrains decoding."""
         s = self.settings
         self.require_turn()
-        if s.constrain != "on":
+        if not self.spec.choices.constrain:
             grammar = None
         elif grammar is not None:
             self.grammars[grammar.name] = grammar.sha256

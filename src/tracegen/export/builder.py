@@ -183,12 +183,19 @@ TRACE_COLUMNS = {
     "reward": "float64",
     "error_kind": "string",
     "error_reason": "string",
+    "outcome": "string",
+    "test_outcomes": "list<string>",
 }
 """The trace fields records may keep, and their Arrow types."""
 
 
 def trace_columns(names: Iterable[str]) -> dict[str, Any]:
     """The `datasets` features of the trace fields ``names``, in that order."""
-    from datasets import Value
+    from datasets import Sequence, Value
 
-    return {name: Value(TRACE_COLUMNS[name]) for name in names}
+    return {
+        name: Sequence(Value("string"))
+        if TRACE_COLUMNS[name] == "list<string>"
+        else Value(TRACE_COLUMNS[name])
+        for name in names
+    }

@@ -9,6 +9,7 @@ in ``TRACES.tracegen.json``. The ``license`` is left for the user to fill in.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from tracegen.export.lines import decode_trace
 from tracegen.export.sidecar import read_steps
 from tracegen.jsonl import iter_raw_lines_at
 from tracegen.problems.loader import shipped_sets
+from tracegen.terminal import one_line
 
 CARD = "README.md"
 PREFIXES = {"HumanEval/": "humaneval", "mbpp/": "mbpp", "gsm8k/": "gsm8k"}
@@ -185,8 +187,19 @@ def _size(rows: int) -> str:
     return next((label for limit, label in SIZES if rows < limit), "n>1M")
 
 
+def _code(value: object, limit: int = 500) -> str:
+    """``value`` as Markdown inline code whatever it holds: on one line (control and
+    bidirectional characters shown as escapes, so no newline can start a heading or an image),
+    fenced by more backticks than it holds in a row."""
+    text = one_line(str(value), limit)
+    run = max(map(len, re.findall(r"`+", text)), default=0)
+    pad = " " if run else ""
+    fence = "`" * (run + 1)
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _listing(counts: Counter[str]) -> str:
-    return ", ".join(f"`{k}` ({v:,})" for k, v in counts.most_common()) or "–"
+    return ", ".join(f"{_code(k)} ({v:,})" for k, v in counts.most_common()) or "–"
 
 
 def metadata(rows: DatasetRows, source: Provenance, fmt: str) -> dict[str, Any]:
@@ -220,31 +233,42 @@ def _filters(options: ConvertOptions, counts: ConvertCounts) -> list[str]:
     if options.keep_logprobs:
         lines.append("- token logprobs kept (`--keep-logprobs`)")
     if options.tokenizer is not None:
-        lines.append(f"- traces without token ids tokenized with `{options.tokenizer}`")
+        lines.append(f"- traces without token ids tokenized with {_code(options.tokenizer)}")
     if options.max_length is not None:
         lines.append(f"- records cut to {options.max_length:,} tokens (`--max-length`)")
     lines += [f"- {reason}: {n:,} skipped" for reason, n in counts.skipped.items()]
     return lines
 
 
+def _n(value: object) -> str:
+    """A count read from a curation record: a number, or whatever it is as inline code."""
+    return f"{value:,}" if isinstance(value, int) else _code(value)
+
+
 def _step_line(step: dict[str, Any]) -> str:
     name = step.get("step")
     if name == "dedup":
-        return (
-            f"- `tracegen dedup --by {step.get('by')} --threshold {step.get('threshold')}` on "
-            f"`{step.get('input')}`: kept {step.get('kept')} of {step.get('traces')} traces, "
-            f"removed {step.get('removed_exact')} exact and {step.get('removed_near')} near "
-            f"duplicates in {step.get('clusters')} clusters"
+        command = f"tracegen dedup --by {step.get('by')} --threshold {step.get('threshold')}"
+        return one_line(
+            f"- {_code(command)} on {_code(step.get('input'))}: kept {_n(step.get('kept'))} of "
+            f"{_n(step.get('traces'))} traces, removed {_n(step.get('removed_exact'))} exact and "
+            f"{_n(step.get('removed_near'))} near duplicates in {_n(step.get('clusters'))} "
+            "clusters",
+            5_000,
         )
     if name == "decontaminate":
-        against = ", ".join(f"{k} ({v} problems)" for k, v in (step.get("against") or {}).items())
-        dropped = ", ".join(f"{k}: {v}" for k, v in (step.get("dropped") or {}).items()) or "none"
-        return (
-            f"- `tracegen decontaminate --ngram {step.get('ngram')}` on `{step.get('input')}` "
-            f"against {against}: kept {step.get('kept')} of {step.get('traces')} traces, "
-            f"dropped {dropped}"
+        against = ", ".join(
+            f"{_code(k)} ({_n(v)} problems)" for k, v in (step.get("against") or {}).items()
         )
-    return f"- `{name}`: {orjson.dumps(step).decode()}"
+        dropped = ", ".join(f"{_code(k)}: {_n(v)}" for k, v in (step.get("dropped") or {}).items())
+        command = f"tracegen decontaminate --ngram {step.get('ngram')}"
+        return one_line(
+            f"- {_code(command)} on {_code(step.get('input'))} against {against}: kept "
+            f"{_n(step.get('kept'))} of {_n(step.get('traces'))} traces, dropped "
+            f"{dropped or 'none'}",
+            5_000,
+        )
+    return f"- {_code(name)}: {_code(orjson.dumps(step).decode(), 5_000)}"
 
 
 def render_card(
@@ -263,8 +287,8 @@ def render_card(
     hashes = []
     for digest, n in source.settings.most_common():
         shown = settings.get(digest)
-        detail = f": `{orjson.dumps(shown).decode()}`" if shown else ""
-        hashes.append(f"- `{digest or '(none)'}` ({n:,} traces){detail}")
+        detail = f": {_code(orjson.dumps(shown).decode(), 20_000)}" if shown else ""
+        hashes.append(f"- {_code(digest or '(none)')} ({n:,} traces){detail}")
     curation = [_step_line(s) for s in steps] or ["- none recorded"]
     period = f"{source.first} to {source.last}" if source.first else "–"
     parts = [
@@ -288,7 +312,7 @@ def render_card(
         "",
         "## Provenance",
         "",
-        f"- converted with tracegen {__version__} from `{source_path}` "
+        f"- converted with tracegen {__version__} from {_code(source_path)} "
         f"({source.traces:,} traces, {source.success:,} successful "
         f"({_rate(source.success, source.traces)}), {source.ideal:,} ideal "
         f"({_rate(source.ideal, source.traces)}))",

@@ -12,9 +12,10 @@ from typing import IO, Any
 import orjson
 
 from tracegen import __version__
-from tracegen.errors import ConfigError, InputFileError, OutputError
+from tracegen.errors import InputFileError, OutputError
 from tracegen.export.pipeline import replacing
 from tracegen.export.sidecar import CURATION_SCHEMA, read_steps, sidecar_path
+from tracegen.jsonl import check_outputs
 
 
 def step(name: str, source: Path, **details: Any) -> dict[str, Any]:
@@ -32,11 +33,10 @@ def check_paths(source: Path, *targets: Path | None) -> None:
     """The input exists and no output would overwrite it."""
     if not source.is_file():
         raise InputFileError(f"{source}: no such file")
+    check_outputs([source], *targets)
     for target in targets:
         if target is None:
             continue
-        if target.resolve() == source.resolve():
-            raise ConfigError(f"{source}: output would overwrite the input")
         if target.is_dir():
             raise OutputError(f"{target}: is a directory, expected a file name")
 

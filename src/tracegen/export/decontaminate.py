@@ -27,11 +27,12 @@ import orjson
 from tracegen.errors import ConfigError, InputFileError, MissingExtraError
 from tracegen.export.curate import check_paths, optional_jsonl, step, writing
 from tracegen.export.lines import decode_trace
-from tracegen.jsonl import iter_raw_lines_at
+from tracegen.jsonl import check_outputs, iter_raw_lines_at
 from tracegen.problems import load_problems
 from tracegen.problems.hub import HUB_DATASETS
 from tracegen.problems.loader import shipped_sets
 from tracegen.schema import Problem
+from tracegen.terminal import printable
 
 DEFAULT_NGRAM = 13
 HUMANEVAL = "humaneval"
@@ -182,6 +183,7 @@ def decontaminate_command(
         raise ConfigError(f"--ngram: expected 1 or more, got {ngram}")
     names = parse_against(against)
     check_paths(input, output, dropped_file)
+    check_outputs([n for n in names if Path(n).is_file()], output, dropped_file)
     index = build_index(names, ngram)
     result = DecontaminationResult()
     record = step("decontaminate", input, against=dict(index.sizes), ngram=ngram)
@@ -210,5 +212,5 @@ def decontaminate_command(
         if result.traces == 0:
             raise InputFileError(f"{input}: holds no traces")
         record.update(traces=result.traces, kept=result.kept, dropped=dict(result.dropped))
-    print(result.summary(ngram), file=sys.stderr)
+    print(printable(result.summary(ngram)), file=sys.stderr)
     return result

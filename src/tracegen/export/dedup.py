@@ -31,6 +31,7 @@ from tracegen.export.curate import check_paths, optional_jsonl, step, writing
 from tracegen.export.lines import decode_trace
 from tracegen.export.minhash import Index, signature, similarity
 from tracegen.jsonl import iter_raw_lines_at
+from tracegen.terminal import printable
 
 By = Literal["code", "text"]
 BY: tuple[By, ...] = ("code", "text")
@@ -240,5 +241,5 @@ def dedup_command(
             if index not in removed:
                 out.write(raw if raw.endswith(b"\n") else raw + b"\n")
         _write_removed(side, entries, removed)
-    print(result.summary(key, threshold), file=sys.stderr)
+    print(printable(result.summary(key, threshold)), file=sys.stderr)
     return result

@@ -98,7 +98,8 @@ TOKEN_FIELDS = (
 
 FAILED_FIELDS = (
     " Failed episodes the model wrote are rows too, with their `reward` and `error_kind`/"
-    "`error_reason` (null for the others), unless `--only-success`."
+    "`error_reason` (null for the others), unless `--only-success`. Program problems' "
+    "rows carry the verdict's `outcome` and each test's in `test_outcomes`."
 )
 
 FORMATS: dict[str, Format] = {

@@ -41,9 +41,11 @@ if TYPE_CHECKING:
 MASKED = -100
 MASKED_LOGPROB = 1.0
 TRACE_FIELDS = ("id", "problem_id", "sample", "mode", "model", "reward", "score", "success")
-EPISODE_FIELDS = (*TRACE_FIELDS, "error_kind", "error_reason")
-"""What every token record says of its episode: the trace's fields, and why it failed
-(``error_kind``, ``error_reason``: null for an episode that ended without an error)."""
+EPISODE_FIELDS = (*TRACE_FIELDS, "error_kind", "error_reason", "outcome", "test_outcomes")
+"""What every token record says of its episode: the trace's fields, why it failed
+(``error_kind``, ``error_reason``: null for an episode that ended without an error) and, for
+a program problem, its verdict's ``outcome`` and each test's (``test_outcomes``; null and
+empty for other problems)."""
 
 
 def episode_fields(trace: Trace) -> Row:
@@ -52,6 +54,11 @@ def episode_fields(trace: Trace) -> Row:
     error = trace.error
     row["error_kind"] = error.kind if error is not None else None
     row["error_reason"] = error.reason if error is not None else None
+    verdict = trace.verdict
+    row["outcome"] = verdict.outcome if verdict is not None else None
+    row["test_outcomes"] = [
+        t.outcome for t in (verdict.tests if verdict is not None else ()) if t.outcome is not None
+    ]
     return row
 
 

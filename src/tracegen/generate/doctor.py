@@ -8,8 +8,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
@@ -20,6 +20,7 @@ from tracegen.modes import get_mode
 from tracegen.parsing.tool_parsers import choose_parser
 from tracegen.sandbox import detect_isolation
 from tracegen.schema import ChatMessage
+from tracegen.terminal import console, untrusted
 
 PYTHON_TOOL = {
     "type": "function",
@@ -55,14 +56,14 @@ def doctor_command(settings: RunSettings) -> int:
     table.add_column("status")
     table.add_column("detail", overflow="fold")
     for c in checks:
-        table.add_row(c.name, _MARKS[c.status], c.detail)
-    console = Console()
-    console.print(table)
+        table.add_row(untrusted(c.name), Text.from_markup(_MARKS[c.status]), untrusted(c.detail))
+    out = console()
+    out.print(table)
     failed = sum(c.status == "fail" for c in checks)
     if failed:
-        console.print(f"[red]{failed} check(s) failed[/]")
+        out.print(f"[red]{failed} check(s) failed[/]")
         return 1
-    console.print("[green]ready[/]")
+    out.print("[green]ready[/]")
     return 0
 
 

@@ -22,18 +22,15 @@ from typing import ClassVar
 
 from tracegen.config import RunSettings, redact_url
 from tracegen.episode.spec import EpisodeSpec
-from tracegen.errors import BackendError, LogprobsMissing
+from tracegen.errors import BackendError, LogprobsMissing, runs_again
 from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
 from tracegen.grading.filters import Filters
 from tracegen.llm.pool import HostPool
-from tracegen.sandbox.base import CodeRunner
-from tracegen.schema import ExecResult, Problem, Trace
+from tracegen.schema import Trace
 
 GRACE_S = 5.0
-MAX_PUT_BACKS = 5
-"""How often an episode the backend gave up on runs again before its failure is recorded."""
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
@@ -44,10 +41,10 @@ def resume_command() -> str:
 
 
 def put_back(trace: Trace, tries: int) -> bool:
-    """Whether to run an episode the backend gave up on again later rather than record it:
-    outages and overloads pass, so only an episode that keeps failing is recorded."""
+    """Whether to run an episode the backend gave up on again later rather than record it
+    (`tracegen.errors.runs_again`)."""
     error = trace.error
-    return error is not None and error.kind == "backend" and tries < MAX_PUT_BACKS
+    return error is not None and error.kind == "backend" and runs_again(error.reason, tries)
 
 
 class Recorder:
@@ -92,23 +89,6 @@ class Recorder:
         self.stats.add(trace, outcome == "accepted")
         self.reporter.update()
         return True
-
-
-class CountingRunner:
-    """A `CodeRunner` that counts the executions it passes on (``executions``)."""
-
-    def __init__(self, runner: CodeRunner) -> None:
-        self.runner = runner
-        self.isolation = runner.isolation
-        self.executions = 0
-
-    async def run_tests(self, code: str, problem: Problem) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_tests(code, problem)
-
-    async def run_code(self, code: str) -> ExecResult:
-        self.executions += 1
-        return await self.runner.run_code(code)
 
 
 class Executor:
@@ -248,16 +228,6 @@ class Executor:
             if item is None:
                 return
             spec, tries = item
-            try:
-                trace = await self.run_one(spec)
-            except BackendError as e:
-                raise self._fatal(e) from None
-            if self.pool.outage is not None:
-                raise self._fatal(self.pool.outage)
+            trace = await self.run_one(spec)  # what stops the run is raised (`errors.Stops`)
             if not self.recorder.record(spec, trace, tries):
                 self.again.append((spec, tries + 1))
-
-    def _fatal(self, e: BackendError) -> BackendError:
-        if e is self.pool.outage:
-            return type(e)(f"{e}; once a server is back, run the same command to resume")
-        return e

@@ -1,11 +1,12 @@
-"""A first run: the default embedded model with no problems named takes the starter set and
-the settings measured to give it a success within minutes (docs: Getting started)."""
+"""A first run: the default embedded model with no problems named takes the starter set and,
+when no generation setting was given, the settings measured to give it a success within
+minutes (docs: Getting started)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tracegen.config import RunSettings
+from tracegen.config import GenerationSettings, RunSettings
 from tracegen.llm.packaged import DEFAULT_MODEL
 
 STARTER_PROBLEMS = "starter"
@@ -17,11 +18,14 @@ FIRST_RUN: dict[str, Any] = {
     "max_iterations": 1,
     "max_tokens": 256,
 }
-"""The settings a first run takes where none was given (flag, environment or config file),
-measured on the starter set (docs: Getting started): the default model passes the tests in
-tool-feedback with about one program in four, always its first (within 250 tokens), never
-a later one after seeing the failures; so four fresh samples of each problem, one program
-each, and turns cut at 256 tokens, past which only failing programs ramble on."""
+"""The settings a first run takes when no generation setting was given (flag, environment or
+config file), measured on the starter set (docs: Getting started): the default model passes
+the tests in tool-feedback with about one program in four, always its first (within 250
+tokens), never a later one after seeing the failures; so four fresh samples of each problem,
+one program each, and turns cut at 256 tokens, past which only failing programs ramble on."""
+
+GENERATION = (set(GenerationSettings.model_fields) | {"num_samples"}) - {"model", "chat_template"}
+"""The settings that shape the episodes: giving any of them keeps the preset away."""
 
 
 def starts_small(settings: RunSettings) -> bool:
@@ -34,14 +38,18 @@ def starts_small(settings: RunSettings) -> bool:
     )
 
 
-def first_run(settings: RunSettings) -> tuple[RunSettings, str]:
-    """``settings`` for a first run: the starter set, and `FIRST_RUN` for each setting not
-    given; with the one line that says so."""
-    preset = {k: v for k, v in FIRST_RUN.items() if k not in settings.model_fields_set}
-    chosen = settings.model_copy(update={"problems": STARTER_PROBLEMS, **preset})
+def first_run(settings: RunSettings) -> tuple[dict[str, Any], str]:
+    """What a first run changes in ``settings``: the starter set, and `FIRST_RUN` when no
+    generation setting was given; with the one line that says so."""
+    given = sorted(GENERATION & settings.model_fields_set)
+    preset = {} if given else FIRST_RUN
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items())
-    taken = f", with {flags}" if flags else ""
-    return chosen, (
+    if preset:
+        taken = f", with {flags}"
+    else:
+        shown = " ".join(f"--{k.replace('_', '-')}" for k in given)
+        taken = f", with the settings given ({shown}: no first-run preset)"
+    return {"problems": STARTER_PROBLEMS, **preset}, (
         f"no problems named: the {STARTER_PROBLEMS} set, small functions sized for "
         f"{DEFAULT_MODEL}{taken} (--problems builtin, humaneval… for more)"
     )

@@ -23,23 +23,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracegen.config import ContinueChoice, RunSettings
-from tracegen.data.prompts import load_prompt
-from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
 from tracegen.errors import ConfigError
-from tracegen.generate.plan import Plan
+from tracegen.generate.setup import decide
+from tracegen.generate.worker import EpisodeWorker
 from tracegen.llm.base import (
     ChatRequest,
     Completion,
     FinishReason,
     check_ids,
-    session,
     token_logprobs,
 )
 from tracegen.llm.openai import _tool_call as openai_tool_call
-from tracegen.modes import get_mode
-from tracegen.problems import load_problems
-from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import Trace
 
 HOST = "policy"
@@ -185,6 +180,7 @@ class HandedEpisode:
 
     def cancel(self) -> None:
         """Stop the episode (its turn is never answered)."""
+        self._pending = None
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
@@ -201,15 +197,13 @@ class HandedRuns:
 
     def __init__(self, settings: RunSettings) -> None:
         # Nothing constrains a policy sampled elsewhere: no grammar is asked for.
-        self.settings = settings.model_copy(update={"constrain": "off"})
-        s = self.settings
-        self.mode = get_mode(s.mode)
-        self.problems = load_problems(s.problems, limit=s.limit, problem_ids=s.problem_ids)
+        self.setup = decide(settings.model_copy(update={"constrain": "off"}))
+        self.settings = self.setup.settings
+        self.mode = self.setup.mode
+        self.problems = self.setup.problems
         self.by_id = {p.id: p for p in self.problems}
-        self.plan = Plan(
-            self.problems, s.generation(), load_prompt(s.mode, s.prompts_dir), 1, s.seed
-        )
-        self._sandbox: Sandbox | None = None
+        self.plan = self.setup.plan_for(self.problems, 1)
+        self._worker: EpisodeWorker | None = None
         self._opening = asyncio.Lock()
         self._started = 0
         self._samples: dict[str, int] = {}
@@ -228,26 +222,22 @@ class HandedRuns:
         self._samples[problem.id] = sample + 1
         return self.plan.spec(problem, sample)
 
-    async def sandbox(self) -> Sandbox:
+    async def worker(self) -> EpisodeWorker:
+        """The warm worker every handed episode of the process runs on."""
         async with self._opening:
-            if self._sandbox is None:
-                s = self.settings
-                box = Sandbox(isolation=s.sandbox, limits=SandboxLimits.for_timeout(s.exec_timeout))
-                await box.__aenter__()
-                self._sandbox = box
-        return self._sandbox
+            if self._worker is None:
+                self._worker = await EpisodeWorker(self.settings).open()
+        return self._worker
 
     def episode(self, spec: EpisodeSpec) -> HandedEpisode:
         """``spec``'s episode, its turns handed to the caller."""
 
         async def run(backend: HandedBackend) -> Trace:
-            box = await self.sandbox()
-            with session(spec.trace_id):
-                return await run_episode(spec, self.mode, backend, box)
+            return await (await self.worker()).run(spec, backend)
 
         return HandedEpisode(run, self.settings.model)
 
     async def aclose(self) -> None:
-        if self._sandbox is not None:
-            box, self._sandbox = self._sandbox, None
-            await box.aclose()
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            await worker.aclose()

@@ -40,7 +40,7 @@ from tracegen.generate.shards import (
     read_manifest,
     record_key,
 )
-from tracegen.jsonl import JsonlWriter, iter_lines
+from tracegen.jsonl import JsonlWriter, check_outputs, iter_lines
 
 _GLOB = set("*?[")
 _SIDECARS = (".state", ".done")
@@ -139,6 +139,7 @@ def merge(
     notice: Callable[[str], None],
 ) -> MergeReport:
     """Join the shards matched by ``sources`` into ``output``; see the module docstring."""
+    check_outputs((), output, rejects)
     name, count, given = _identify(expand(sources))
     base = next(iter(given.values())).with_name(name.name)
     manifest = read_manifest(manifest_path(base))
@@ -210,12 +211,11 @@ def _targets(
     if rejects is not None and manifest.rejects is None:
         raise ConfigError("--rejects: the shards kept no rejects (they ran without --rejects)")
     targets = [output, rejects, state_path(output)]
-    inputs = {p.resolve() for f in shards.values() for p in (f.output, f.rejects, f.state) if p}
+    inputs = [p for f in shards.values() for p in (f.output, f.rejects, f.state) if p]
     for target in targets:
         if target is None:
             continue
-        if target.resolve() in inputs:
-            raise ConfigError(f"{target} is one of the shards' files; give another output")
+        check_outputs(inputs, target)
         if target.is_dir():
             raise OutputError(f"{target}: is a directory")
         if target.exists() and not overwrite:
@@ -358,10 +358,11 @@ def merge_command(
     overwrite: bool,
 ) -> None:
     """`tracegen merge`: merge, then one table of what was written."""
-    from rich.console import Console
     from rich.table import Table
 
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    from tracegen.terminal import console, untrusted
+
+    errors = console(stderr=True, highlight=False, soft_wrap=True)
     report = merge(
         output,
         sources,
@@ -375,17 +376,17 @@ def merge_command(
     table = Table(title="tracegen merge", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("shards", f"{len(report.merged)} of {report.shards} merged")
+    table.add_row("shards", untrusted(f"{len(report.merged)} of {report.shards} merged"))
     if report.partial:
-        table.add_row("partial", report.partial_reason())
+        table.add_row("partial", untrusted(report.partial_reason()))
         errors.print(f"tracegen: warning: partial: {report.partial_reason()}", markup=False)
     n = report.outcomes
-    table.add_row("episodes", f"{report.episodes} of {report.planned} in the plan")
-    table.add_row("accepted", f"{n['accepted']} (in {report.output})")
+    table.add_row("episodes", untrusted(f"{report.episodes} of {report.planned} in the plan"))
+    table.add_row("accepted", untrusted(f"{n['accepted']} (in {report.output})"))
     kept = f" (in {report.rejects})" if report.rejects else ""
-    table.add_row("rejected", f"{n['rejected']}{kept}")
-    table.add_row("failed", f"{n['failed']}{kept}")
+    table.add_row("rejected", untrusted(f"{n['rejected']}{kept}"))
+    table.add_row("failed", untrusted(f"{n['failed']}{kept}"))
     if report.duplicates:
-        table.add_row("duplicates dropped", str(report.duplicates))
-    table.add_row("state", str(state_path(report.output)))
-    Console(highlight=False).print(table)
+        table.add_row("duplicates dropped", untrusted(str(report.duplicates)))
+    table.add_row("state", untrusted(str(state_path(report.output))))
+    console(highlight=False).print(table)

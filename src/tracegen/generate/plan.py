@@ -10,9 +10,10 @@ import hashlib
 import random
 from array import array
 from collections.abc import Container, Iterator, Sequence
+from typing import Any
 
 from tracegen.config import GenerationSettings
-from tracegen.episode.spec import EpisodeSpec, Key
+from tracegen.episode.spec import Choices, EpisodeSpec, Key
 from tracegen.schema import Problem, Record
 
 
@@ -93,13 +94,19 @@ class Plan:
         system_prompt: str,
         num_samples: int,
         seed: int | None,
+        choices: Choices | None = None,
     ) -> None:
         self.problems = problems
         self.settings = settings
         self.system_prompt = system_prompt
         self.num_samples = num_samples
         self.seed = seed
-        self.settings_hash = settings.digest(system_prompt)
+        self.choices = choices or Choices()
+        self.settings_hash = settings.digest(system_prompt, constrained=self.choices.constrain)
+
+    def record(self) -> dict[str, Any]:
+        """What the run's state file records of the settings (what the hash covers)."""
+        return self.settings.record(self.system_prompt, constrained=self.choices.constrain)
 
     @property
     def size(self) -> int:
@@ -125,6 +132,7 @@ class Plan:
             settings_hash=self.settings_hash,
             system_prompt=self.system_prompt,
             seed=episode_seed(self.seed, problem.id, sample),
+            choices=self.choices,
         )
 
     def specs(self, done: Container[Key]) -> Iterator[EpisodeSpec]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.progress import (
     BarColumn,
@@ -130,7 +130,7 @@ class Reporter:
         """``quiet`` when asked, ``live`` on a terminal, else ``plain``."""
         if quiet:
             return "quiet"
-        return "live" if Console().is_terminal else "plain"
+        return "live" if console().is_terminal else "plain"
 
     def info(self, message: str) -> None:
         if self.display != "quiet":

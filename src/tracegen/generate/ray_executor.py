@@ -49,15 +49,13 @@ from datetime import datetime
 from typing import Any
 
 from tracegen.config import GenerationSettings, RunSettings
-from tracegen.episode.engine import run_episode
-from tracegen.episode.spec import EpisodeSpec
+from tracegen.episode.spec import Choices, EpisodeSpec
 from tracegen.errors import BackendError, ClusterError, MissingExtraError, TracegenError
-from tracegen.generate.executor import CountingRunner, Executor
+from tracegen.generate.executor import Executor
 from tracegen.generate.slots import Slots
-from tracegen.llm.base import HostBackend, session
+from tracegen.generate.worker import EpisodeWorker
+from tracegen.llm.base import HostBackend
 from tracegen.llm.factory import backend_for
-from tracegen.modes import get_mode
-from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import Problem, Trace, TraceError
 
 try:
@@ -93,6 +91,9 @@ class RunParts:
     settings: GenerationSettings
     system_prompt: str
     settings_hash: str
+    choices: Choices = field(default_factory=Choices)
+    backend: str | None = None
+    """The backend kind the driver's pool found (None: the settings' own)."""
 
 
 @dataclass
@@ -114,27 +115,17 @@ class EpisodeActor:
         self.parts = parts
         self.cpus = cpus
         self.backends: dict[str, HostBackend] = {}
-        self.sandbox: Sandbox | None = None
-        self.runner: CountingRunner | None = None
+        self.worker: EpisodeWorker | None = None
         self.retries = 0
         self.reported = (0, 0)
 
     async def start(self) -> tuple[str, str | None] | TracegenError:
         """Warm the sandbox: its isolation and warning, or the error that prevents it."""
-        s = self.settings
-        limits = SandboxLimits.for_timeout(s.exec_timeout)
         try:
-            self.sandbox = Sandbox(
-                isolation=s.sandbox,
-                limits=limits,
-                concurrency=self.cpus,
-                packages=s.sandbox_packages,
-            )
-            await self.sandbox.__aenter__()
+            self.worker = await EpisodeWorker(self.settings, concurrency=self.cpus).open()
         except TracegenError as e:
             return e
-        self.runner = CountingRunner(self.sandbox)
-        return self.sandbox.isolation, self.sandbox.warning
+        return self.worker.sandbox.isolation, self.worker.warning
 
     async def ping(self) -> None:
         """An answer, to show the actor's event loop is alive."""
@@ -142,7 +133,8 @@ class EpisodeActor:
     async def run(
         self, problem: Problem, sample: int, trace_id: str, seed: int | None, host: str
     ) -> Result:
-        assert self.runner is not None, "start the actor first"
+        worker = self.worker
+        assert worker is not None, "start the actor first"
         parts = self.parts
         spec = EpisodeSpec(
             problem=problem,
@@ -152,18 +144,20 @@ class EpisodeActor:
             settings_hash=parts.settings_hash,
             system_prompt=parts.system_prompt,
             seed=seed,
+            choices=parts.choices,
         )
         backend = self.backends.get(host)
         if backend is None:
-            backend = self.backends[host] = backend_for(self.settings, host, on_retry=self._retry)
+            backend = self.backends[host] = backend_for(
+                self.settings, host, kind=parts.backend, on_retry=self._retry
+            )
         trace: Trace | None = None
         error: TracegenError | None = None
         try:
-            with session(spec.trace_id):
-                trace = await run_episode(spec, get_mode(spec.settings.mode), backend, self.runner)
+            trace = await worker.run(spec, backend)
         except TracegenError as e:
             error = e
-        retries, executions = self.retries, self.runner.executions
+        retries, executions = self.retries, worker.executions
         result = Result(trace, error, retries - self.reported[0], executions - self.reported[1])
         self.reported = (retries, executions)
         return result
@@ -171,8 +165,8 @@ class EpisodeActor:
     async def stop(self) -> None:
         for backend in self.backends.values():
             await backend.aclose()
-        if self.sandbox is not None:
-            await self.sandbox.aclose()
+        if self.worker is not None:
+            await self.worker.aclose()
 
     def _retry(self, message: str) -> None:
         self.retries += 1
@@ -436,7 +430,10 @@ class RayExecutor(Executor):
         _connect(self.settings.ray_address)
         self.notices_before = NOTICES.count
         self.ray_errors = set()
-        parts = RunParts(self.plan.settings, self.plan.system_prompt, self.plan.settings_hash)
+        plan = self.plan
+        parts = RunParts(
+            plan.settings, plan.system_prompt, plan.settings_hash, plan.choices, self.pool.kind
+        )
         slots = self.settings.concurrency * len(self.settings.hosts)
         self.actors = Actors(self.settings, parts, slots, self.reporter.warn)
         try:

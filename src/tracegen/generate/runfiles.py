@@ -38,7 +38,7 @@ from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, OutputError
 from tracegen.generate.plan import PlanFingerprint
 from tracegen.grading.filters import Outcome
-from tracegen.jsonl import JsonlWriter, iter_lines, repair_tail, special_file
+from tracegen.jsonl import JsonlWriter, check_outputs, iter_lines, repair_tail, special_file
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
 
 STATE_SCHEMA: Final = "tracegen.state/1"
@@ -125,6 +125,7 @@ class RunFiles:
         self.state = state_path(output)
         self.settings_hash = settings_hash
         self.plan = plan
+        check_outputs((), output, rejects)
         for p in (output, rejects):
             if p is not None and p.suffix == ".gz":
                 raise ConfigError(
@@ -137,6 +138,11 @@ class RunFiles:
                 if rejects.resolve() == taken.resolve():
                     raise ConfigError(f"--rejects {rejects} is {what}; give another file")
             kinds[rejects] = TRACE_SCHEMA
+        self._created = [
+            p for p in (output, rejects, self.state) if p is not None and not p.exists()
+        ]
+        """The files this run makes: removed again when it records nothing (`close`)."""
+        self.recorded = 0
         self._lock = _RunLock(self.state, output)
         try:
             _prepare(kinds, overwrite=overwrite, warn=warn)
@@ -213,11 +219,18 @@ class RunFiles:
             )
         )
         self.done.add(trace.key)
+        self.recorded += 1
 
     def close(self) -> None:
+        """Close the files; those this run made are removed when it recorded nothing (no
+        server answered, nothing to do, an interrupt before the first episode ended)."""
         for w in (self._out, self._rej, self._state):
             if w is not None:
                 w.close()
+        if self.recorded == 0:
+            for path in self._created:
+                with contextlib.suppress(OSError):
+                    path.unlink()
         self._lock.release()
 
 

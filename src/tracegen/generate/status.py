@@ -73,18 +73,22 @@ def run_status(output: Path) -> RunStatus:
 
 def status_command(output: Path) -> None:
     """`tracegen status`: one row per shard, the totals, and whether the run is complete."""
-    from rich.console import Console
     from rich.table import Table
 
+    from tracegen.terminal import console as safe_console
+    from tracegen.terminal import untrusted
+
     status = run_status(output)
-    table = Table(title=f"{output}: {status.manifest.shards} shards", title_justify="left")
+    title = untrusted(f"{output}: {status.manifest.shards} shards")
+    table = Table(title=title, title_justify="left")
     for column in ("shard", "episodes", "state", "file"):
         table.add_column(column)
     for s in status.shards:
-        table.add_row(str(s.files.shard), f"{s.attempted}/{s.total}", s.state, s.files.output.name)
+        row = (str(s.files.shard), f"{s.attempted}/{s.total}", s.state, s.files.output.name)
+        table.add_row(*map(untrusted, row))
     done = sum(s.done for s in status.shards)
     table.add_row("all", f"{status.attempted}/{status.planned}", f"{done} done", "")
-    console = Console(highlight=False)
+    console = safe_console(highlight=False)
     console.print(table)
     if done < len(status.shards) or status.attempted < status.planned:
         console.print(

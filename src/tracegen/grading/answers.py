@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
-import threading
 from fractions import Fraction
 
+from tracegen.grading.mathverify import math_verify
 from tracegen.schema import ExecResult, Problem, TestResult
 
-_NUMBER = r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+"
+_NUMBER = r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+"
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _HASHES = re.compile(r"####\s*\$?\s*(" + _NUMBER + ")")
 _ANSWER_IS = re.compile(r"answer\s*(?:is|:|=)\s*(?:\*\*)?\s*\$?\s*(" + _NUMBER + ")", re.IGNORECASE)
 _ANY_NUMBER = re.compile(_NUMBER)
@@ -58,10 +60,15 @@ def _unwrap(text: str) -> str:
 def parse_number(text: str) -> Fraction | None:
     """``"$1,234.50"``, ``"50%"``, ``"3/4"``, ``"18.0"``, ``"\\frac{3}{4}"`` → a number; else None.
 
-    A percent sign is dropped (``50%`` is 50), as GSM8K answers are written.
+    A percent sign is dropped (``50%`` is 50), as GSM8K answers are written. A comma is read
+    only as a thousands separator (``1,234``): ``2,2`` or ``4,5,6,7`` are not numbers.
     """
-    s = _unwrap(text).replace(",", "").replace(" ", "").replace("$", "").rstrip(".")
+    s = _unwrap(text).replace(" ", "").replace("$", "").rstrip(".")
     s = s.removesuffix("%")
+    if "," in s:
+        if not _THOUSANDS.fullmatch(s):
+            return None
+        s = s.replace(",", "")
     if not s:
         return None
     try:
@@ -80,31 +87,36 @@ def _numbers_match(predicted: str, expected: str) -> bool:
 
 
 def _as_latex(text: str) -> str:
-    """math-verify reads LaTeX only between delimiters: wrap a bare ``\\sqrt{4}``."""
-    return f"${text}$" if "\\" in text and "$" not in text else text
+    """math-verify reads LaTeX only between delimiters: wrap a bare ``\\sqrt{4}`` or
+    ``x^2+2x+1`` (an answer already extracted from its text)."""
+    return text if "$" in text or "\\boxed" in text else f"${text}$"
+
+
+def math_verify_installed() -> bool:
+    """Whether the `math` extra (``math-verify``) is installed (found, not imported here:
+    it runs in its worker process)."""
+    return importlib.util.find_spec("math_verify") is not None
 
 
 def _math_verify_match(predicted: str, expected: str) -> bool | None:
-    """math-verify's verdict, or None when the `math` extra is not installed."""
-    try:
-        from math_verify import parse, verify
-    except ImportError:
+    """math-verify's verdict (gold first, bounded in time from any thread), or None when
+    the `math` extra is not installed or it cannot decide."""
+    if not math_verify_installed():
         return None
-    # math-verify times out with SIGALRM, which only the main thread may use.
-    timeout = 5 if threading.current_thread() is threading.main_thread() else None
-    gold = parse(_as_latex(expected), parsing_timeout=timeout)
-    target = parse(_as_latex(predicted), parsing_timeout=timeout)
-    if not gold or not target:
-        return None
-    return verify(gold, target, timeout_seconds=timeout)
+    return math_verify(_as_latex(expected), _as_latex(predicted))
 
 
 def answers_match(predicted: str, expected: str) -> bool:
-    """Whether a final answer equals the expected one by value (math-verify when installed)."""
-    if _numbers_match(predicted, expected):
-        return True
+    """Whether a final answer equals the expected one by value: two numbers are compared
+    as numbers; anything else (LaTeX, expressions, intervals, sets) by math-verify when
+    installed, else as text."""
+    a, b = parse_number(predicted), parse_number(expected)
+    if a is not None and b is not None:
+        return _numbers_match(predicted, expected)
     verdict = _math_verify_match(predicted, expected)
-    return bool(verdict)
+    if verdict is None:
+        return _unwrap(predicted).casefold() == _unwrap(expected).casefold()
+    return verdict
 
 
 def grade_answer(problem: Problem, answer: str | None) -> ExecResult:

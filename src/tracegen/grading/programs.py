@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import signal
+import weakref
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,7 +21,14 @@ import orjson
 
 from tracegen.grading.compare import outputs_match
 from tracegen.sandbox._wire import short_repr, values_equal
-from tracegen.sandbox.programs import RESULT_MARKER, Built, Limits, Programs, compiler_missing
+from tracegen.sandbox.programs import (
+    RESULT_MARKER,
+    Built,
+    Limits,
+    Programs,
+    compiler_missing,
+    guess_language,
+)
 from tracegen.sandbox.runner import ProcessRun
 from tracegen.schema import (
     Comparison,
@@ -61,6 +69,9 @@ class JudgeOptions:
     time_scale: float = 1.0
     all_tests: bool = False
     output_bytes: int = OUTPUT_LIMIT
+    batch: bool = True
+    """Run a program's stdin tests in one execution (`Programs.run_batch`); any test whose
+    run there did not end well is run again alone, so verdicts are the same either way."""
 
 
 def _limits(problem: Problem, options: JudgeOptions) -> Limits:
@@ -68,7 +79,7 @@ def _limits(problem: Problem, options: JudgeOptions) -> Limits:
     cpu = declared.time_s * options.time_scale
     return Limits(
         cpu_s=cpu,
-        wall_s=2 * cpu + 1,
+        wall_s=3 * cpu + 2,
         memory_mb=declared.memory_mb,
         output_bytes=options.output_bytes,
     )
@@ -83,7 +94,7 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _failure(run: ProcessRun, limits: Limits) -> tuple[Outcome, str] | None:
+def _failure(run: ProcessRun, limits: Limits, *, private: bool) -> tuple[Outcome, str] | None:
     """The outcome of a run that did not end well, and why; None if it exited 0 in time."""
     if run.killed_for == "error":
         return "error", "the sandbox failed during the run"
@@ -105,8 +116,24 @@ def _failure(run: ProcessRun, limits: Limits) -> tuple[Outcome, str] | None:
         return "memory", f"memory limit of {limits.memory_mb} MB exceeded"
     if run.signal is not None:
         return "runtime", f"killed by {_SIGNALS.get(run.signal, f'signal {run.signal}')}"
-    detail = _last_line(stderr)
+    detail = "" if private else _last_line(stderr)  # a private test's input may be echoed
     return "runtime", f"exit status {run.exit_code}" + (f": {detail}" if detail else "")
+
+
+_JUDGES: weakref.WeakKeyDictionary[object, ProgramJudge] = weakref.WeakKeyDictionary()
+
+
+def judge_for(runner: object) -> ProgramJudge | None:
+    """The judge of programs run by ``runner`` (one per sandbox, so built programs are
+    shared); None if it cannot run programs. A wrapper (``.runner``) is looked through."""
+    while not hasattr(runner, "run_process") and hasattr(runner, "runner"):
+        runner = runner.runner
+    if not hasattr(runner, "run_process"):
+        return None
+    judge = _JUDGES.get(runner)
+    if judge is None:
+        judge = _JUDGES[runner] = ProgramJudge(Programs(runner))
+    return judge
 
 
 class ProgramJudge:
@@ -125,11 +152,13 @@ class ProgramJudge:
     ) -> ExecResult:
         """Run ``code`` against ``tests`` (default: all of the problem's)."""
         tests = problem.tests if tests is None else tests
-        language = language or problem.language or "python"
+        language = language or problem.language or guess_language(code)
         if (missing := compiler_missing(language)) is not None:
             return _whole(tests, "error", f"cannot run {language}: {missing}")
         if language != "python" and any(t.kind == "functional" for t in tests):
             return _whole(tests, "error", "functional tests call a Python entry point")
+        if problem.setup and language == "python":
+            code = f"{problem.setup}\n{code}"
         built = await self.programs.build(code, language)
         if built.failure is not None:
             return _whole(tests, "error", built.failure)
@@ -143,20 +172,25 @@ class ProgramJudge:
                 why = checker.failure or f"the checker does not compile: {checker.error}"
                 return _whole(tests, "error", _clip(why))
         limits = _limits(problem, self.options)
+        batched = await self._batch(problem, built, tests, limits)
         results: list[TestResult] = []
-        first: tuple[Outcome, str | None, ProcessRun | None] | None = None
-        for test in tests:
+        first: tuple[TestResult, ProcessRun] | None = None
+        for i, test in enumerate(tests):
             if first is not None and not self.options.all_tests:
                 results.append(_result(test, "skipped", "not run: an earlier test failed"))
                 continue
-            result, test_run = await self._one(problem, built, checker, compare, test, limits)
+            ran = batched[i] if i < len(batched) else None
+            result, test_run = await self._one(problem, built, checker, compare, test, limits, ran)
             results.append(result)
             if first is None and result.outcome != "accepted":
-                assert result.outcome is not None
-                first = (result.outcome, result.error, test_run)
+                first = (result, test_run)
         if first is None:
             return ExecResult(status="ok", outcome="accepted", tests=results)
-        outcome, error, run = first
+        failed, run = first
+        outcome: Outcome = failed.outcome or "error"
+        error = failed.error
+        if outcome == "wrong":
+            error = "wrong answer" + (f" ({compare.rule})" if compare.rule != "checker" else "")
         # A sandbox failure anywhere outranks the program's own: the verdict is not its.
         if any(r.outcome == "error" for r in results):
             outcome, error = "error", next(r.error for r in results if r.outcome == "error")
@@ -165,10 +199,38 @@ class ProgramJudge:
             outcome=outcome,
             tests=results,
             error=error,
-            exit_code=run.exit_code if run else None,
-            stderr=_clip(run.stderr.decode(errors="replace")) if run else "",
-            duration_s=round(run.wall_s, 6) if run else 0.0,
+            exit_code=run.exit_code,
+            # What a private test's run printed may hold its input: left out.
+            stderr="" if failed.private else _clip(run.stderr.decode(errors="replace")),
+            duration_s=round(run.wall_s, 6),
         )
+
+    async def _batch(
+        self, problem: Problem, built: Built, tests: list[TestCase], limits: Limits
+    ) -> list[ProcessRun]:
+        """The runs of ``tests`` made in one execution, where that applies (stdin tests,
+        no named files, two or more); the clean ones stand, the others are run again."""
+        if (
+            not self.options.batch
+            or len(tests) < 2
+            or problem.input_file
+            or problem.output_file
+            or any(t.kind != "stdio" for t in tests)
+        ):
+            return []
+        inputs = [(t.input or "").encode() for t in tests]
+        room = self.programs.file_bytes
+        if room is not None and max(map(len, inputs)) + len(built.binary or b"") > room:
+            return []
+        longest = max(len(str(t.expected)) for t in tests)
+        cap = min(self.options.output_bytes, max(1 << 16, 2 * longest + 4096))
+        runs: list[ProcessRun] = []
+        for chunk in _chunks(inputs):
+            done = await self.programs.run_batch(built, chunk, limits, cap)
+            runs += done
+            if len(done) < len(chunk):  # it ended early: the rest are run alone
+                break
+        return runs
 
     async def _one(
         self,
@@ -178,6 +240,7 @@ class ProgramJudge:
         compare: Comparison,
         test: TestCase,
         limits: Limits,
+        ran: ProcessRun | None = None,
     ) -> tuple[TestResult, ProcessRun]:
         call = None
         stdin = b""
@@ -185,15 +248,32 @@ class ProgramJudge:
             call = (problem.entry_point or "", list(test.args))
         else:
             stdin = (test.input or "").encode()
-        run = await self.programs.run(
-            built,
-            stdin=stdin,
-            limits=limits,
-            input_file=problem.input_file if call is None else None,
-            output_file=problem.output_file if call is None else None,
-            call=call,
+        room = self.programs.file_bytes
+        if room is not None and len(stdin) + len(built.binary or b"") > room:
+            error = f"the test's input does not fit the sandbox's file size limit ({room} bytes)"
+            return _result(test, "error", error), ProcessRun(
+                None, None, 0.0, 0.0, b"", b"", "error"
+            )
+        clean = (
+            ran is not None
+            and ran.exit_code == 0
+            and ran.signal is None
+            and ran.killed_for is None
+            and ran.cpu_s <= limits.cpu_s
         )
-        failed = _failure(run, limits)
+        if clean:
+            assert ran is not None
+            run = ran
+        else:  # not run in the batch, or its run there did not end well: alone, as always
+            run = await self.programs.run(
+                built,
+                stdin=stdin,
+                limits=limits,
+                input_file=problem.input_file if call is None else None,
+                output_file=problem.output_file if call is None else None,
+                call=call,
+            )
+        failed = _failure(run, limits, private=test.private)
         if failed is not None:
             return _result(test, failed[0], failed[1], run), run
         stdout = run.stdout.decode(errors="replace")
@@ -205,7 +285,7 @@ class ProgramJudge:
         elif outputs_match(stdout, expected, compare):
             outcome, why = "accepted", None
         else:
-            outcome, why = "wrong", f"output differs ({compare.rule})"
+            outcome, why = "wrong", None
         return _result(test, outcome, why, run, actual=stdout), run
 
     async def _check(
@@ -230,11 +310,28 @@ class ProgramJudge:
             if run.exit_code == 0:
                 return "accepted", None
             if run.exit_code in (1, 2):
-                return "wrong", "the checker rejected the output"
+                return "wrong", None
             return "error", f"the checker failed (exit status {run.exit_code})"
         if run.exit_code == 0 and said and said[-1] == "1":
             return "accepted", None
-        return "wrong", "the checker rejected the output"
+        return "wrong", None
+
+
+BATCH_BYTES: Final = 4 << 20
+"""At most this much input (and `BATCH_TESTS` tests) goes into one execution."""
+BATCH_TESTS: Final = 100
+
+
+def _chunks(inputs: list[bytes]) -> list[list[bytes]]:
+    chunks: list[list[bytes]] = [[]]
+    size = 0
+    for data in inputs:
+        if chunks[-1] and (size + len(data) > BATCH_BYTES or len(chunks[-1]) >= BATCH_TESTS):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(data)
+        size += len(data)
+    return chunks
 
 
 def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestResult:
@@ -246,12 +343,12 @@ def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestRes
     except orjson.JSONDecodeError:
         return _result(test, "wrong", "the value returned is not JSON", run)
     expected = test.expected
-    ok = values_equal(got, expected)
+    # On LiveCodeBench's rows, its grader's `prediction == expected`, as Python sees it.
+    ok = bool(got == expected) if compare.rule == "lines" else values_equal(got, expected)
     if not ok and compare.unwrap_single and isinstance(expected, list) and len(expected) == 1:
         ok = values_equal(got, expected[0])
     outcome: Outcome = "accepted" if ok else "wrong"
-    why = None if ok else "the value returned differs"
-    return _result(test, outcome, why, run, actual=short_repr(got))
+    return _result(test, outcome, None, run, actual=short_repr(got))
 
 
 def _result(

@@ -124,6 +124,10 @@ class Completion(BaseModel):
     total_s: float = 0.0
     host: str = ""
     model: str = ""
+    tools_in_template: bool = False
+    """Whether the request's tools reached the model through the chat template tracegen
+    rendered (a backend without the ``tools`` capability: the embedded model), not a
+    server's ``tools`` field."""
     continuation: ContinueMethod | None = None
     logprobs_kind: LogprobsKind = "unknown"
     """Which distribution ``logprobs`` are of, as far as the backend knows."""

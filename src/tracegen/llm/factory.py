@@ -4,6 +4,7 @@ host (``--backend auto``), or run the embedded model when nothing does; open the
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +36,44 @@ class ServerBackend(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> HostBackend: ...
 
 
-BACKENDS: dict[str, ServerBackend] = {
-    "ollama": OllamaBackend,
-    "openai": OpenAIBackend,
+@dataclass(frozen=True)
+class BackendKind:
+    """One kind ``--backend`` takes: the class that talks to its servers (None: the embedded
+    model, `LocalBackend`), and what it can do where that is known before anything answers
+    (an OpenAI-compatible server's depends on which server it is)."""
+
+    server: ServerBackend | None
+    capabilities: Capabilities | None
+
+
+BACKENDS: dict[str, BackendKind] = {
+    "ollama": BackendKind(OllamaBackend, OllamaBackend.capabilities),
+    "openai": BackendKind(OpenAIBackend, None),
+    "local": BackendKind(None, LocalBackend.capabilities),
 }
-"""Model servers' backends by the name ``--backend`` takes (`tracegen.config.BACKEND_CHOICES`
-lists them with ``auto`` and ``local``, the embedded model), in the order ``auto`` tries them."""
+"""The backend kinds by the name ``--backend`` takes (with ``auto``: find out what answers);
+model servers in the order ``auto`` tries them."""
+AUTO = "auto"
+SERVERS: dict[str, ServerBackend] = {k: b.server for k, b in BACKENDS.items() if b.server}
+
+
+def backend_names() -> tuple[str, ...]:
+    """What ``--backend`` takes: ``auto`` and every kind of `BACKENDS`."""
+    return (AUTO, *BACKENDS)
+
+
+def known_capabilities(kind: str) -> Capabilities | None:
+    """What a backend kind can do, where known before anything answers."""
+    entry = BACKENDS.get(kind)
+    return entry.capabilities if entry else None
+
+
+def check_kind(settings: RunSettings) -> None:
+    """A `ConfigError` for a ``--backend`` that is not one of `backend_names`."""
+    if settings.backend not in backend_names():
+        raise ConfigError(
+            f"--backend: expected one of {', '.join(backend_names())}, got {settings.backend!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -65,9 +98,9 @@ def backend_for(
     and one attempt."""
     kind = kind or settings.backend
     try:
-        make = BACKENDS[kind]
+        make = SERVERS[kind]
     except KeyError:
-        raise ConfigError(f"unknown backend {kind!r}; known: {', '.join(BACKENDS)}") from None
+        raise ConfigError(f"unknown backend {kind!r}; known: {', '.join(SERVERS)}") from None
     key = next((v for v in (getattr(settings, k) for k in make.key_settings) if v), None)
     options: dict[str, Any] = {
         "api_key": key.get_secret_value() if key else None,
@@ -88,12 +121,20 @@ async def identify(
     """What answers at ``host`` (each kind in turn for ``auto``), or why nothing does.
 
     With one ``--backend``, any answer means the host is up, even when the server would not
-    say who it is; ``auto`` needs a server to recognise.
+    say who it is; ``auto`` needs a server to recognise. A kind whose key cannot go with the
+    URL's credentials is not asked; if no other kind answers, that is the error.
     """
-    kinds = list(BACKENDS) if settings.backend == "auto" else [settings.backend]
+    kinds = list(SERVERS) if settings.backend == AUTO else [settings.backend]
     problem = ""
+    conflict: ConfigError | None = None
     for kind in kinds:
-        probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+        try:
+            probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+        except ConfigError as e:  # this kind's key and the URL's credentials: if it is this kind
+            if settings.backend != AUTO:
+                raise
+            conflict = conflict or e
+            continue
         try:
             return Found(kind, await probe.server_info())
         except (BackendUnavailable, BackendTimeout) as e:
@@ -104,6 +145,8 @@ async def identify(
             await probe.aclose()
     if settings.backend != "auto":
         return Found(settings.backend, None)
+    if conflict is not None:
+        raise conflict
     return (
         f"neither Ollama nor an OpenAI-compatible server answers at {redact_url(host)} ({problem})"
     )
@@ -133,7 +176,8 @@ async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> 
     address; it says so in one line. Otherwise it stays ``auto``, and `open_pool` finds out
     what answers.
     """
-    if settings.backend == "auto" and "hosts" not in settings.model_fields_set:
+    check_kind(settings)
+    if settings.backend == AUTO and "hosts" not in settings.model_fields_set:
         if "model" in settings.model_fields_set and names_local_model(settings.model):
             info(f"running {settings.model} in process (--backend local; --host names a server)")
             settings = settings.model_copy(update={"backend": "local"})
@@ -147,18 +191,10 @@ async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> 
             settings = settings.model_copy(update={"backend": "local"})
     if settings.backend == "local" and "model" not in settings.model_fields_set:
         settings = settings.model_copy(update={"model": DEFAULT_MODEL})
-    known = KNOWN_CAPABILITIES.get(settings.backend)
+    known = known_capabilities(settings.backend)
     if known is not None:
         check_grammar(settings, known, f"--backend {settings.backend}")
     return settings
-
-
-KNOWN_CAPABILITIES: dict[str, Capabilities] = {
-    "local": LocalBackend.capabilities,
-    "ollama": OllamaBackend.capabilities,
-}
-"""What a backend kind can do, known before anything answers (an OpenAI-compatible server's
-depend on which server it is)."""
 
 
 def check_grammar(settings: RunSettings, capabilities: Capabilities, server: str) -> None:
@@ -207,7 +243,7 @@ async def open_pool(
         except BaseException:
             await model.aclose()
             raise
-        pool = HostPool([model], limit=settings.concurrency)
+        pool = HostPool([model], limit=settings.concurrency, max_outage_s=math.inf)  # in process
         pool.kind = "local"
         return pool
     answers = await asyncio.gather(*(identify(settings, h) for h in settings.hosts))
@@ -228,7 +264,7 @@ async def open_pool(
         )
         for h in settings.hosts
     ]
-    pool = HostPool(backends, limit=settings.concurrency)
+    pool = HostPool(backends, limit=settings.concurrency, max_outage_s=settings.max_outage_s)
     pool.kind = kind
     try:
         for backend in backends:

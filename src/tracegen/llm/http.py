@@ -19,6 +19,7 @@ other 4xx               BadRequest           no
 malformed HTTP or body  ProtocolError        yes
 answer past its limit   AnswerTooLarge       yes
 impossible token id     ImpossibleTokenId    yes
+the same one twice      RepeatedAnswer       no
 unreadable, N in a row  UnreadableServer     no
 ======================  ===================  =========
 
@@ -27,6 +28,9 @@ An answer may hold `answer_limit` bytes (from ``max_tokens``, logprobs counted, 
 ``timeout_s`` in all. A server whose answers tracegen cannot read (malformed HTTP, a body
 that is not JSON, too large) `UNREADABLE_IN_A_ROW` times in a row at one path is asked there no
 more: that answer is an `UnreadableServer`, which stops the run, showing the first bytes sent.
+An answer that cannot be read for the same reason on a request's second try as on its first
+is a `RepeatedAnswer`: the request is not tried again (the episode fails); when that happens
+to `REPEATS_IN_A_ROW` requests in a row the server is asked no more (`UnreadableServer`).
 
 A retry restarts the request from scratch (a partial stream is discarded), as the backend's
 `tracegen.llm.retries.RetryPolicy` says: waiting the server's ``Retry-After`` when it sent
@@ -56,10 +60,11 @@ from tracegen.errors import (
     ModelNotFound,
     Overloaded,
     ProtocolError,
+    RepeatedAnswer,
     ServerError,
     UnreadableServer,
 )
-from tracegen.llm.base import SESSION_ID, ChatRequest, RetryListener, ServerInfo
+from tracegen.llm.base import SESSION_ID, ChatRequest, Completion, RetryListener, ServerInfo
 from tracegen.llm.retries import RetryPolicy
 from tracegen.llm.transport import (
     HttpResponse,
@@ -85,6 +90,9 @@ BYTES_PER_PROMPT_TOKEN = 16
 """A prompt token's id, for servers that send the prompt's ids back."""
 UNREADABLE_IN_A_ROW = 5
 """Answers tracegen cannot read, one after another, before the server is asked no more."""
+REPEATS_IN_A_ROW = 2
+"""Requests in a row answered twice the same way tracegen cannot read before the server is
+asked no more."""
 
 
 def answer_limit(request: ChatRequest) -> int:
@@ -158,6 +166,9 @@ class HttpBackend:
         self._unreadable: dict[str, int] = {}
         """Answers in a row that could not be read, by path."""
         self._gave_up: dict[str, UnreadableServer] = {}
+        self._repeats = 0
+        """Requests in a row that ended in a `RepeatedAnswer`."""
+        self._unreadable_server: UnreadableServer | None = None
         if api_key and _has_userinfo(url):
             variables = " or ".join(self.KEY_VARIABLES[k] for k in self.key_settings)
             raise ConfigError(
@@ -203,8 +214,39 @@ class HttpBackend:
     # ------------------------------------------------------------ requests
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """``attempt()`` until it succeeds or fails in a way `retry_policy` does not retry."""
-        return await self.retry_policy.call(attempt)
+        """``attempt()`` until it succeeds or fails in a way `retry_policy` does not retry, or
+        its answer cannot be read for the same reason twice in a row (`RepeatedAnswer`)."""
+        if self._unreadable_server is not None:
+            raise self._unreadable_server
+        reasons: list[str] = []
+
+        async def once() -> T:
+            try:
+                result = await attempt()
+            except ProtocolError as e:
+                reason = str(e).split("; it began: ", 1)[0]
+                if reasons and reasons[-1] == reason:
+                    raise self._repeated(e) from None
+                reasons.append(reason)
+                raise
+            if isinstance(result, Completion):  # a model answer read whole (not a probe's)
+                self._repeats = 0
+            return result
+
+        return await self.retry_policy.call(once)
+
+    def _repeated(self, e: ProtocolError) -> BackendError:
+        self._repeats += 1
+        what = str(e).removeprefix(self.host + " ")
+        if self._repeats < REPEATS_IN_A_ROW:
+            return RepeatedAnswer(
+                f"{self.host} sent the same answer tracegen cannot read twice in a row: {what}"
+            )
+        self._unreadable_server = UnreadableServer(
+            f"{self.host} sent {self._repeats} requests in a row the same answer twice that "
+            f"tracegen cannot read, the last: {what}"
+        )
+        return self._unreadable_server
 
     async def get_json(self, path: str, *, model: str | None = None) -> Json:
         return await self.retrying(lambda: self.request_json("GET", path, None, model))
@@ -331,8 +373,10 @@ class HttpBackend:
             message = self.error_message(orjson.loads(raw))
         except orjson.JSONDecodeError:
             message = None
+        if message:
+            return clip(message, MESSAGE_CHARS)
         text = bytes(raw[:800]).decode(errors="replace").strip()
-        return message or clip(text, 200) or "no message"
+        return clip(text, 200) or "no message"
 
 
 def retry_after_s(value: str | None) -> float | None:
@@ -351,6 +395,10 @@ def retry_after_s(value: str | None) -> float | None:
 def first_bytes(raw: str | bytes | bytearray) -> bytes:
     """The first bytes of an answer, for an error message."""
     return raw[:64].encode() if isinstance(raw, str) else bytes(raw[:64])
+
+
+MESSAGE_CHARS = 400
+"""Characters of a server's error message kept for the error tracegen reports."""
 
 
 def clip(text: str | bytes | bytearray, limit: int = 80) -> str:

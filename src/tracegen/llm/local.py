@@ -457,6 +457,7 @@ class _Stream:
             total_s=ended - self.started,
             host=HOST,
             model=model,
+            tools_in_template=not LocalBackend.capabilities.tools,
             prompt_ids=prompt_ids,
             completion_ids=[tok.id for tok in self.tokens if tok.id is not None],
         )

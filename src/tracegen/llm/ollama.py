@@ -28,7 +28,7 @@ from tracegen.llm.base import (
     pick_continuation,
     token_logprobs,
 )
-from tracegen.llm.http import HttpBackend, Json, clip
+from tracegen.llm.http import MESSAGE_CHARS, HttpBackend, Json, clip
 from tracegen.schema import ToolCall, ToolFunction
 
 NS = 1e-9
@@ -149,7 +149,8 @@ class OllamaBackend(HttpBackend):
         line per token."""
         data = await self.request_json("POST", path, body, limit=self.limit_for(request))
         if "error" in data:
-            raise ServerError(f"{self.host} failed: {data['error']}")
+            said = clip(self.error_message(data) or "no message", MESSAGE_CHARS)
+            raise ServerError(f"{self.host} failed: {said}")
         if not data.get("done"):
             raise ServerError(f"{self.host} sent an answer that is not done")
         chat = path == "/api/chat"

@@ -9,7 +9,8 @@ taking one is O(1) however many are in flight; a `_Connection` is an `asyncio.Pr
 writes the request in one call and hands the response's bytes, as they arrive, to llhttp (the
 parser of Node.js and uvicorn, through ``httptools``): tracegen parses no HTTP of its own, and
 what the RFC forbids (a chunk without its CRLF, two different ``Content-Length``s, status
-``2001``, ``HTTP/1.9``, a bare LF…) is refused rather than guessed at. Measured against h11
+``2001``, ``HTTP/1.9``, a bare LF, interim ``1xx`` answers past `MAX_INTERIM`…) is refused
+rather than guessed at. Measured against h11
 side by side in ``benchmarks/throughput.py --parsers``.
 
 Every response is bounded: its body by ``limit`` bytes while it is read (the bytes past it
@@ -49,6 +50,8 @@ REST_S = 0.1
 """How long a kept-alive connection rests between a response and the next request on it."""
 FIRST_BYTES = 64
 """How many of a response's first bytes an error about it shows."""
+MAX_INTERIM = 8
+"""Interim answers (``100 Continue``, other 1xx) a response may open with; more is malformed."""
 _DECODED = (b"gzip", b"x-gzip", b"deflate")
 
 
@@ -279,6 +282,7 @@ class _Connection(asyncio.Protocol):
         self._first = b""
         self._received = 0
         self._head_bytes = 0
+        self._interim = 0
         self._headers: list[tuple[bytes, bytes]] = []
         self._status = 0
         self._keep = False
@@ -346,7 +350,10 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
-        if 100 <= status < 200:  # an interim response (100 Continue) is skipped
+        if 100 <= status < 200:  # an interim response (100 Continue) is skipped, a few times
+            self._interim += 1
+            if self._interim > MAX_INTERIM:
+                raise self._malformed(f"more than {MAX_INTERIM} interim (1xx) answers")
             self._headers = []
             return
         self._status, self._keep, self._head_done = status, self._parser.should_keep_alive(), True

@@ -20,7 +20,6 @@ import orjson
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.episode.limits import unreadable_twice
 from tracegen.episode.session import Session
-from tracegen.llm.local import HOST as EMBEDDED_HOST
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 from tracegen.parsing.tool_parsers import AUTO, choose_parser, parse_text_tool_calls
@@ -56,8 +55,8 @@ def text_parser(session: Session) -> str | None:
     settings = session.settings
     if settings.tool_parser and settings.tool_parser != AUTO:
         return settings.tool_parser
-    if settings.tool_parser_chosen:
-        return settings.tool_parser_chosen
+    if session.spec.choices.tool_parser:
+        return session.spec.choices.tool_parser
     return choose_parser(None, None, settings.model).parser
 
 
@@ -72,7 +71,7 @@ class NativeTools(TracedMode):
         while True:
             completion = await turns.generate(SYSTEM_TAG_STOPS, tools=[PYTHON_TOOL])
             path = session.tool_path = session.tool_path or ToolPath(
-                tools="template" if completion.host == EMBEDDED_HOST else "request",
+                tools="template" if completion.tools_in_template else "request",
                 parser=parser,
             )
             said = content = transcript.strip(completion.content)

@@ -58,8 +58,21 @@ def is_complete(code: str, entry_point: str | None) -> bool:
         return False
     if entry_point is None:
         return any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+            (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id in ("print", "input")
+            )
+            or (isinstance(n, ast.Attribute) and n.attr in ("write", "stdin"))
             for n in ast.walk(tree)
+        )
+    if "." in entry_point:  # Solution.method: the class defines the method
+        owner, method = entry_point.split(".", 1)
+        return any(
+            isinstance(n, ast.ClassDef)
+            and n.name == owner
+            and is_complete("\n".join(ast.unparse(x) for x in n.body), method)
+            for n in tree.body
         )
     return any(
         isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
@@ -67,3 +80,11 @@ def is_complete(code: str, entry_point: str | None) -> bool:
         and any(isinstance(x, _RETURNS) for x in ast.walk(n))
         for n in tree.body
     )
+
+
+def final_program(programs: list[str], entry_point: str | None) -> str | None:
+    """The program that is judged among ``programs`` (in the order written): the last that
+    defines the entry point, else the last one."""
+    defining = [p for p in programs if defines(p, entry_point)]
+    chosen = defining or programs
+    return chosen[-1] if chosen else None

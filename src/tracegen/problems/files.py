@@ -5,7 +5,8 @@ YAML item without a position, ``FILE:item N``) for error messages.
 
 YAML is checked before anything is built from it: nesting deeper than `MAX_YAML_DEPTH`,
 an alias inside its own anchor, or aliases standing for more than `MAX_ALIAS_NODES` nodes
-in all (a "billion laughs" file) are refused with the line where it happens.
+or `MAX_ALIAS_BYTES` bytes of text in all (a "billion laughs" file, or a few large blocks
+repeated) are refused with the line where it happens.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ YAML_SUFFIXES = (".yaml", ".yml")
 MAX_YAML_DEPTH = 100
 _TOO_DEEP = f"YAML nested more than {MAX_YAML_DEPTH} deep"
 MAX_ALIAS_NODES = 100_000
+MAX_ALIAS_BYTES = 16 << 20
+"""Bytes of scalar text aliases may add to a YAML file, in all."""
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
@@ -71,39 +74,45 @@ def _read_jsonl(path: Path, source: str) -> Iterator[Located]:
 
 def _check_yaml_shape(text: str, path: Path) -> None:
     """Walk the YAML events (no recursion, nothing built): refuse deep nesting and aliases
-    that would expand to too much. Counts nodes, each alias as many as its anchor holds."""
-    held: dict[str, int] = {}
-    open_nodes: list[tuple[str | None, int]] = []
-    added = 0
+    that would expand to too much. Counts nodes and bytes of scalar text, each alias as many
+    as its anchor holds."""
+    held: dict[str, tuple[int, int]] = {}
+    open_nodes: list[tuple[str | None, int, int]] = []
+    added = added_bytes = 0
     for event in yaml.parse(text, Loader=_Loader):
         where = f"{path}:{event.start_mark.line + 1}" if event.start_mark else str(path)
         if isinstance(event, _OPEN):
             if len(open_nodes) >= MAX_YAML_DEPTH:
                 raise ProblemFileError(f"{where}: {_TOO_DEEP}")
-            open_nodes.append((event.anchor, 1))
+            open_nodes.append((event.anchor, 1, 0))
             continue
         if isinstance(event, _CLOSE):
-            anchor, nodes = open_nodes.pop()
+            anchor, nodes, size = open_nodes.pop()
             if anchor is not None:
-                held[anchor] = nodes
+                held[anchor] = (nodes, size)
         elif isinstance(event, yaml.ScalarEvent):
-            nodes = 1
+            nodes, size = 1, len(event.value)
             if event.anchor is not None:
-                held[event.anchor] = 1
+                held[event.anchor] = (nodes, size)
         elif isinstance(event, yaml.AliasEvent):
             if event.anchor not in held:
                 raise ProblemFileError(f"{where}: alias *{event.anchor} of no complete anchor")
-            nodes = held[event.anchor]
+            nodes, size = held[event.anchor]
             added += nodes
+            added_bytes += size
             if added > MAX_ALIAS_NODES:
                 raise ProblemFileError(
                     f"{where}: YAML aliases expand to more than {MAX_ALIAS_NODES:,} nodes"
                 )
+            if added_bytes > MAX_ALIAS_BYTES:
+                raise ProblemFileError(
+                    f"{where}: YAML aliases expand to more than {MAX_ALIAS_BYTES >> 20} MB"
+                )
         else:
             continue
         if open_nodes:
-            anchor, count = open_nodes[-1]
-            open_nodes[-1] = (anchor, count + nodes)
+            anchor, count, total = open_nodes[-1]
+            open_nodes[-1] = (anchor, count + nodes, total + size)
 
 
 def _yaml_items(path: Path) -> tuple[list[Any], list[str]]:

@@ -1,4 +1,5 @@
-"""Map rows of the public datasets (HumanEval, MBPP, GSM8K) to `Problem`s.
+"""Map rows of the public datasets (HumanEval, MBPP, GSM8K; competitive programming in
+`tracegen.problems.contests`) to `Problem`s.
 
 The same functions serve rows read from a local file and rows loaded from the Hugging
 Face hub. A row that does not fit raises `ValueError` with a short reason.
@@ -12,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tracegen.problems.contests import contest_format
 from tracegen.schema import Problem, TestCase
 
 Row = dict[str, Any]
@@ -20,6 +22,7 @@ RowMapper = Callable[[Row, int], Problem]
 _HUMANEVAL_KEYS = frozenset({"task_id", "prompt", "canonical_solution", "test", "entry_point"})
 _MBPP_KEYS = frozenset({"task_id", "code", "test_list"})
 _GSM8K_KEYS = frozenset({"question", "answer"})
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FINAL_ANSWER = re.compile(r"^####\s*(.+?)\s*$", re.MULTILINE)
 
 
@@ -108,6 +111,11 @@ def from_mbpp(row: Row, index: int) -> Problem:
     )
 
 
+def _without_thousands(number: str) -> str:
+    """``1,234`` → ``1234``; a comma that is not a thousands separator is kept."""
+    return number.replace(",", "") if _THOUSANDS.fullmatch(number) else number
+
+
 def from_gsm8k(row: Row, index: int) -> Problem:
     """A math problem; the ``#### N`` line of ``answer`` is the expected number."""
     found = _FINAL_ANSWER.findall(_text(row, "answer"))
@@ -118,7 +126,7 @@ def from_gsm8k(row: Row, index: int) -> Problem:
         prompt=_text(row, "question"),
         kind="math",
         entry_point=None,
-        tests=[TestCase(name="answer", kind="answer", expected=found[-1].replace(",", ""))],
+        tests=[TestCase(name="answer", kind="answer", expected=_without_thousands(found[-1]))],
         source="gsm8k",
     )
 
@@ -132,4 +140,4 @@ def detect(row: Row) -> tuple[str, RowMapper] | None:
         return "MBPP", from_mbpp
     if keys >= _GSM8K_KEYS and "tests" not in keys:
         return "GSM8K", from_gsm8k
-    return None
+    return contest_format(row)

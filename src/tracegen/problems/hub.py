@@ -8,6 +8,12 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from tracegen.errors import DatasetUnavailable, ProblemFileError
+from tracegen.problems.contests import (
+    from_code_contests,
+    from_codeforces,
+    from_deepcoder,
+    from_verifiable,
+)
 from tracegen.problems.formats import Row, RowMapper, from_gsm8k, from_humaneval, from_mbpp
 from tracegen.schema import Problem
 
@@ -24,7 +30,17 @@ HUB_DATASETS: dict[str, HubDataset] = {
     "humaneval": HubDataset("openai/openai_humaneval", None, "test", from_humaneval),
     "mbpp": HubDataset("google-research-datasets/mbpp", "full", "test", from_mbpp),
     "gsm8k": HubDataset("openai/gsm8k", "main", "test", from_gsm8k),
+    "code_contests": HubDataset("deepmind/code_contests", None, "test", from_code_contests),
+    "codeforces": HubDataset("open-r1/codeforces", None, "test", from_codeforces),
+    "deepcoder": HubDataset(
+        "agentica-org/DeepCoder-Preview-Dataset", "lcbv5", "test", from_deepcoder
+    ),
+    "verifiable-coding-problems": HubDataset(
+        "open-r1/verifiable-coding-problems-python", None, "train", from_verifiable
+    ),
 }
+"""Datasets loadable by name. APPS, TACO and LiveCodeBench ship loading scripts, which
+`datasets` no longer runs: download their rows and pass the file."""
 
 
 PROBE_TIMEOUT = 5.0

@@ -56,9 +56,15 @@ _FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | _FS_TRUNCATE | _FS_IOCT
 _NET_TCP = 0b11  # ABI 4: bind, connect
 _SCOPES = 0b11  # ABI 6: abstract unix sockets, signals
 
+_MS_RDONLY = 0x1
 _MS_NOSUID = 0x2
 _MS_NODEV = 0x4
+_MS_REMOUNT = 0x20
+_MS_NOATIME = 0x400
+_MS_NODIRATIME = 0x800
+_MS_BIND = 0x1000
 _MS_REC = 0x4000
+_MS_RELATIME = 1 << 21
 _MS_PRIVATE = 1 << 18
 _PR_SET_SECCOMP = 22
 _PR_SET_NO_NEW_PRIVS = 38
@@ -107,13 +113,21 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def enter_namespaces(*, user: bool, tmpfs: str | None = None, tmpfs_mb: int = 1024) -> None:
+def enter_namespaces(
+    *,
+    user: bool,
+    tmpfs: str | None = None,
+    tmpfs_mb: int = 1024,
+    read_only: Iterable[str] = (),
+) -> None:
     """Move this (single-threaded) process into new network, IPC and mount namespaces.
 
     With ``user`` (needed without root) they live in a new user namespace where this
     process keeps its uid and gid and holds capabilities only over those namespaces; its
     children drop them (`Confinement`). ``tmpfs``: a directory to cover, in the new mount
     namespace only, with a tmpfs of ``tmpfs_mb`` (best effort: left as it is if refused).
+    ``read_only``: paths mounted again, there only, read-only and ``noatime`` (see
+    `remount_read_only`).
     """
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS | (CLONE_NEWUSER if user else 0)
@@ -134,6 +148,35 @@ def enter_namespaces(*, user: bool, tmpfs: str | None = None, tmpfs_mb: int = 10
     if tmpfs is not None:
         options = f"size={tmpfs_mb}m,mode=0711".encode()
         _libc.mount(b"tracegen", tmpfs.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    remount_read_only(read_only)
+
+
+def remount_read_only(paths: Iterable[str]) -> list[str]:
+    """Bind each of ``paths`` on itself read-only (and ``noatime`` where the kernel lets this
+    mount namespace change how access times are kept); the paths it could not.
+
+    A read under a read-only mount writes no access time to the host's disk: nothing an
+    execution reads leaves a mark another could find with ``stat``. Mounts beneath a path
+    keep their own flags.
+    """
+    failed = []
+    for path in paths:
+        try:
+            flags = os.statvfs(path).f_flag
+        except OSError:
+            continue
+        keep = flags & (os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC)  # as MS_* bits: locked
+        atime = flags & (os.ST_NOATIME | os.ST_NODIRATIME)
+        atime |= _MS_RELATIME if flags & os.ST_RELATIME else 0
+        target = path.encode()
+        if _libc.mount(target, target, None, _MS_BIND | _MS_REC, None) != 0:
+            failed.append(path)
+            continue
+        remount = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | keep
+        tries = (remount | _MS_NOATIME | _MS_NODIRATIME, remount | atime)
+        if not any(_libc.mount(None, target, None, flags, None) == 0 for flags in tries):
+            failed.append(path)
+    return failed
 
 
 def landlock_abi() -> int:
@@ -308,7 +351,10 @@ class Confinement:
     ``landlock``: the ABI to use (0: none); ``read_only``: ``O_PATH`` fds of directories to
     read and execute beneath; ``files``: ``(O_PATH fd, FS_* rights)`` of single files;
     ``seccomp``: install the socket filter; ``drop_caps``: empty the capability sets (under
-    a user namespace). With nothing asked for, `apply` only sets ``no_new_privs``.
+    a user namespace); ``scope_only``: Landlock without rules on files (under bubblewrap,
+    which mounts what may be read): only no TCP and, from ABI 6, no signal to and no
+    abstract socket of any process outside the child's own domain. With nothing asked
+    for, `apply` only sets ``no_new_privs``.
     """
 
     def __init__(
@@ -319,8 +365,13 @@ class Confinement:
         files: Iterable[tuple[int, int]] = (),
         seccomp: bool = False,
         drop_caps: bool = False,
+        scope_only: bool = False,
     ) -> None:
+        if scope_only and landlock < 4:
+            landlock = 0  # nothing to scope before ABI 4 (TCP) and 6 (signals)
         self.landlock = landlock
+        self.paths = bool(landlock) and not scope_only
+        """Whether `apply` takes the directory it may write in."""
         self.seccomp = seccomp
         self.drop_caps = drop_caps
         self._keep: list[Any] = []  # buffers the prepared pointers point into
@@ -330,7 +381,7 @@ class Confinement:
         self._caps = (ctypes.byref(_CapHeader(0x20080522, 0)), (_CapData * 2)())
         self._nnp = [ctypes.c_ulong(x) for x in (_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)]
         if landlock:
-            fs = self._handled_fs(landlock)
+            fs = 0 if scope_only else self._handled_fs(landlock)
             if landlock >= 6:
                 attr = struct.pack("=QQQ", fs, _NET_TCP, _SCOPES)
             elif landlock >= 4:
@@ -348,7 +399,11 @@ class Confinement:
             rules += [_PathBeneath(access & _FILE_ONLY & fs, fd) for fd, access in files]
             self._own = _PathBeneath(fs, -1)
             self._proc = _PathBeneath(READ_ONLY & fs, -1)
-            self._rules = [ctypes.byref(rule) for rule in [*rules, self._own, self._proc]]
+            self._shm = _PathBeneath(fs, -1)
+            self._rules = [ctypes.byref(rule) for rule in rules]
+            self._owned = [
+                (rule, ctypes.byref(rule)) for rule in (self._own, self._proc, self._shm)
+            ]
             self._keep += [buffer, rules]
             self._add = ctypes.c_long(_SYS_LANDLOCK_ADD_RULE)
             self._restrict = ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF)
@@ -379,11 +434,12 @@ class Confinement:
             handled |= _FS_IOCTL_DEV
         return handled
 
-    def apply(self, own_dir_fd: int = -1, proc_fd: int = -1) -> None:
+    def apply(self, own_dir_fd: int = -1, proc_fd: int = -1, shm_fd: int = -1) -> None:
         """Confine the calling (single-threaded) process and its future children.
 
         ``own_dir_fd`` and ``proc_fd`` (``O_PATH``) are the directory it may write in and
-        its ``/proc/PID`` entry; only system calls happen here. Raises `ConfineError`.
+        its ``/proc/PID`` entry, ``shm_fd`` a ``/dev/shm`` of its own it may write in too;
+        only system calls happen here. Raises `ConfineError`.
         """
         if self.drop_caps:
             _check(self._capset(*self._caps), "capset")
@@ -391,8 +447,12 @@ class Confinement:
         if self.landlock:
             ruleset = _check(self._syscall(*self._create), "landlock_create_ruleset")
             try:
-                self._own.parent_fd, self._proc.parent_fd = own_dir_fd, proc_fd
-                rules = self._rules if proc_fd >= 0 else self._rules[:-2]
+                rules: list[Any] = list(self._rules)
+                if self.paths:
+                    fds = (own_dir_fd, proc_fd, shm_fd)
+                    for (rule, _), fd in zip(self._owned, fds, strict=True):
+                        rule.parent_fd = fd
+                    rules = [*rules, *(ref for rule, ref in self._owned if rule.parent_fd >= 0)]
                 for rule in rules:
                     _check(
                         self._syscall(self._add, ruleset, self._beneath, rule, self._zero),

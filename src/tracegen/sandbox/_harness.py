@@ -123,7 +123,7 @@ def program_namespace(code: str, where: str | None, *, as_main: bool) -> dict[st
     if where is None:
         return {"__name__": name, "__builtins__": builtins}
     path = where + "/" + PROGRAM_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         _write_all(fd, code.encode("utf-8", "surrogatepass"))
     finally:

@@ -68,9 +68,12 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _CLONE_NEWIPC = 0x08000000
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_NOSUID, _MS_NODEV = 0x2, 0x4
 _MB = 1024 * 1024
 _FD = struct.Struct("i")
-_FORK = struct.Struct("=cQIB")  # b"f", run id, uid, tests?
+_FORK = struct.Struct("=cQIB8s")  # b"f", run id, uid, tests?, the name's random part
 _END = struct.Struct("=ci")  # b"e", pid
 _EXIT = struct.Struct("=iidBB")  # pid, wait status, CPU seconds, killed by tracegen?, alone?
 _SIGCHLD = int(signal.SIGCHLD)
@@ -237,7 +240,7 @@ def _confinement(config: dict[str, Any]) -> tuple[_confine.Confinement, set[int]
     abi = int(config.get("landlock", 0))
     read_only: list[int] = []
     files: list[tuple[int, int]] = []
-    if abi:
+    if abi and not config.get("scope_only"):
         for path in config["read_only"]:
             try:
                 fd = _high_fd(os.open(path, os.O_PATH))
@@ -257,6 +260,7 @@ def _confinement(config: dict[str, Any]) -> tuple[_confine.Confinement, set[int]
         files=files,
         seccomp=bool(config.get("seccomp")),
         drop_caps=config.get("namespaces") == "user" or bool(config.get("drop_caps")),
+        scope_only=bool(config.get("scope_only")),
     )
     return confinement, {*read_only, *(fd for fd, _ in files)}
 
@@ -322,6 +326,7 @@ class _Run:
         "left_nothing",
         "pid",
         "status",
+        "token",
         "uid",
         "workdir",
     )
@@ -335,6 +340,7 @@ class _Run:
         self.left_nothing = False  # no process of it was left when it ended
         self.judge: _Judge | None = None
         self.judge_state: str | None = None  # "busy", "done" or "died"
+        self.token = b""
 
 
 class _Judge:
@@ -366,6 +372,7 @@ class Zygote:
         self.ipc = _ipc_per_execution(_ipc_limits(self.limits["memory_mb"]))
         # Bound here: looked up in a child, the function would be made there, page by page.
         self.unshare_ipc = (_libc.unshare, ctypes.c_int(_CLONE_NEWIPC))
+        self._per_execution(config)
         os.environ.clear()
         os.environ.update(config["env"])
         self.prefix_fd = -1
@@ -393,7 +400,13 @@ class Zygote:
         ]
         # A judge lives across executions: the wall-clock timeout bounds it, not its CPU.
         cpu = (resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))
-        self.rlimits = {True: judge_rlimits, False: [*judge_rlimits, cpu]}
+        own = judge_rlimits
+        if self.own_user:  # counted in its own user namespace: its own processes only
+            own = [
+                (resource.RLIMIT_NPROC, (limits["execution_processes"],) * 2) if
+                name == resource.RLIMIT_NPROC else (name, limit) for name, limit in own
+            ]  # fmt: skip
+        self.rlimits = {True: judge_rlimits, False: [*own, cpu]}
         # Orphans of an execution become our children, so they are reaped, not left as zombies
         # that keep counting against the slot's process limit.
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -413,6 +426,109 @@ class Zygote:
         self.prober: dict[str, Any] | None = None
         self.emptying: dict[int, int] = {}
         self.deadline: float | None = None
+
+    def _per_execution(self, config: dict[str, Any]) -> None:
+        """What each execution gets of its own here (see `_own_namespaces`), tried in a child.
+
+        Under bubblewrap and the built-in isolation: a user namespace without root (where
+        the kernel lets it make one), a mount namespace with its tmpfs where the zygote may
+        mount them; as root, its cgroups (``config["cgroups"]``: the directories tracegen
+        made for this zygote, one per controller, where each execution gets its own).
+        """
+        uid, gid = os.getuid(), os.getgid()
+        self.cgroups = [base.encode() for base in config.get("cgroups") or ()]
+        self.slots: dict[int, int] = {}  # uid -> the OOM kills its cgroup has seen
+        self.cgroup_files = config.get("cgroup_files") or {}
+        self.user_maps = [
+            ("/proc/self/setgroups", b"deny"),
+            ("/proc/self/uid_map", b"%d %d 1" % (uid, uid)),
+            ("/proc/self/gid_map", b"%d %d 1" % (gid, gid)),
+        ]
+        size = b"size=%dm,mode=0700" % config.get("tmp_mb", self.limits["memory_mb"])
+        self.tmpfs_options = size + b",uid=%d,gid=%d" if self.drop else size
+        self.home_on_tmp = config.get("isolation") == "bwrap"
+        self.own_user = self.own_mounts = False
+        if config.get("isolation") in ("bwrap", "builtin"):
+            probe = os.path.join(self.workbase, f"probe-{os.urandom(8).hex()}")
+            os.mkdir(probe, 0o700)
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    if not self.drop:
+                        self.own_user = True
+                        with contextlib.suppress(OSError):
+                            self.unshare_flags = _CLONE_NEWIPC
+                            self.ipc, self.own_mounts = [], False
+                            self._own_namespaces(0, probe)
+                            code |= 1
+                        self.own_user = bool(code & 1)
+                    if self.own_user or self.ipc is not None:
+                        with contextlib.suppress(OSError):
+                            self.unshare_flags, self.own_mounts = _CLONE_NEWNS, True
+                            self.ipc, self.cgroups = [], []
+                            self._own_namespaces(0, probe)
+                            code |= 2
+                        if self.own_user:
+                            with contextlib.suppress(OSError):
+                                self.unshare_flags = _CLONE_NEWIPC
+                                _write_sysctls(_ipc_limits(self.limits["memory_mb"]))
+                                code |= 4
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            os.rmdir(probe)
+            code = os.waitstatus_to_exitcode(status)
+            self.own_user, self.own_mounts = bool(code & 1), bool(code & 2)
+            if self.own_user:
+                self.ipc = _ipc_limits(self.limits["memory_mb"]) if code & 4 else []
+        self.unshare_flags = (_CLONE_NEWIPC if self.ipc is not None else 0) | (
+            _CLONE_NEWNS if self.own_mounts else 0
+        )
+
+    def run_dir(self, run_id: int, token: bytes) -> str:
+        """An execution's directory: its name holds 64 random bits no execution can guess."""
+        return f"{self.workbase}/run-{run_id}-{token.hex()}"
+
+    def _make_cgroups(self, run: _Run) -> None:
+        """The cgroups of the execution's slot (its uid), with its limits, made on the slot's
+        first use (see `_own_namespaces`).
+
+        One per slot, not per execution: making and removing a memory cgroup costs more
+        CPU than a whole execution may (0.3–1 ms here). Between two executions a slot's
+        cgroups hold no process (the end is reported once none is left) and no memory of
+        the one before but its cache of files it read, which the kernel reclaims first.
+        """
+        if run.uid in self.slots:
+            return
+        for base in self.cgroups:
+            path = b"%s/slot-%d" % (base, run.uid)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o700)
+            for file, value in self.cgroup_files.get(base.decode(), ()):
+                fd = os.open(b"%s/%s" % (path, file.encode()), os.O_WRONLY)
+                try:
+                    os.write(fd, value.encode())
+                finally:
+                    os.close(fd)
+        self.slots[run.uid] = 0
+
+    def _out_of_memory(self, run: _Run) -> bool:
+        """Whether the kernel killed a process of the execution for its cgroup's memory."""
+        kills = 0
+        for base in self.cgroups:
+            for events in (b"memory.oom_control", b"memory.events"):  # v1, v2
+                with contextlib.suppress(OSError):
+                    fd = os.open(b"%s/slot-%d/%s" % (base, run.uid, events), os.O_RDONLY)
+                    try:
+                        found = os.read(fd, 4096)
+                    finally:
+                        os.close(fd)
+                    at = found.find(b"\noom_kill ")
+                    if at >= 0:
+                        kills += int(found[at + 10 :].split(b"\n", 1)[0])
+        before, self.slots[run.uid] = self.slots.get(run.uid, 0), kills
+        return kills > before
 
     def start_forker(self) -> None:
         """Fork the process that forks every execution's process (see `Forker`)."""
@@ -537,8 +653,17 @@ class Zygote:
     # ---------------------------------------------------------------- starting children
 
     def _start(self, run_id: int, uid: int, tests: bool, fds: list[int]) -> None:
-        run = _Run(run_id, uid, f"{self.workbase}/run-{run_id}")
-        os.mkdir(run.workdir, 0o700)
+        # A name no execution can guess: one made in advance must not stop this one.
+        while True:
+            token = os.urandom(8)
+            run = _Run(run_id, uid, self.run_dir(run_id, token))
+            try:
+                os.mkdir(run.workdir, 0o700)
+                break
+            except FileExistsError:
+                continue
+        run.token = token
+        self._make_cgroups(run)
         if self.drop:
             os.chown(run.workdir, uid, uid)
         if tests:
@@ -550,7 +675,7 @@ class Zygote:
             run.judge = self._take_judge()
         else:
             child_fds, judge_fds = fds, []
-        run.pid = self._fork(run_id, uid, tests, child_fds)
+        run.pid = self._fork(run_id, uid, tests, token, child_fds)
         for fd in child_fds:
             os.close(fd)
         self.runs[run_id] = run
@@ -568,11 +693,11 @@ class Zygote:
             for fd in judge_fds:
                 os.close(fd)
 
-    def _fork(self, run_id: int, uid: int, tests: bool, fds: list[int]) -> int:
+    def _fork(self, run_id: int, uid: int, tests: bool, token: bytes, fds: list[int]) -> int:
         """The pid of the execution's process, forked by the forker."""
         try:
             self.forker.sendmsg(
-                [_FORK.pack(b"f", run_id, uid, tests)],
+                [_FORK.pack(b"f", run_id, uid, tests, token)],
                 [_passed_fds(fds)],
             )
             reply = self.forker.recv(_FD.size)
@@ -583,7 +708,8 @@ class Zygote:
         pid: int = _FD.unpack(reply)[0]
         return pid
 
-    def _child(self, fds: list[int], uid: int, workdir: str, *, judge: bool) -> None:
+    def _child(self, fds: list[int], uid: int, workdir: str, *, judge: bool) -> str:
+        """Make this fresh child the execution's (or judge's) process; its working directory."""
         # Everything a child runs before the generated code is a system call or close to one:
         # each page of the zygote it touches costs a copy (measured: ~5 us per page here).
         os.setsid()
@@ -593,24 +719,29 @@ class Zygote:
             os.dup2(fd, target)
         for low, high in self.gaps[len(fds)]:
             os.closerange(low, high)
+        if not judge:
+            workdir = self._own_namespaces(uid, workdir)
         for name, limit in self.rlimits[judge]:
             resource.setrlimit(name, limit)
         os.chdir(workdir)
-        if self.ipc is not None and not judge:
-            unshare, flags = self.unshare_ipc
-            if unshare(flags) != 0:
-                raise OSError("unshare(CLONE_NEWIPC)")
-            _write_sysctls(self.ipc)
         if self.drop:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
-        if self.confinement.landlock:
+        if self.confinement.paths:
             own = os.open(workdir, os.O_PATH | os.O_CLOEXEC)
             proc = os.open("/proc/self", os.O_PATH | os.O_CLOEXEC)
-            self.confinement.apply(own, proc)
+            # A /dev/shm of its own (POSIX semaphores, shared memory) it may write in too.
+            shm = (
+                os.open("/dev/shm", os.O_PATH | os.O_CLOEXEC)
+                if self.own_mounts and not judge
+                else -1
+            )
+            self.confinement.apply(own, proc, shm)
             os.close(own)
             os.close(proc)
+            if shm >= 0:
+                os.close(shm)
         else:
             self.confinement.apply()
         for fd in self.confined_fds:
@@ -626,6 +757,41 @@ class Zygote:
         for key in (b"HOME", b"TMPDIR", b"PWD"):
             self.putenv(key, path)
             self.environ[key] = path
+        return workdir
+
+    def _own_namespaces(self, uid: int, workdir: str) -> str:
+        """Give the execution (forked, not yet confined, its uid not dropped) what it shares
+        with no other: its cgroups, user namespace (without root: its own process count),
+        IPC namespace, and a mount namespace where its directory (under bubblewrap, ``/tmp``)
+        and ``/dev/shm`` are tmpfs of its own, of bounded size. Its working directory."""
+        if self.cgroups:
+            for base in self.cgroups:
+                fd = os.open(b"%s/slot-%d/cgroup.procs" % (base, uid), os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+        unshare = self.unshare_ipc[0]
+        if self.own_user:
+            # Only a dumpable process may write its own maps (see `main`).
+            _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+            if unshare(_CLONE_NEWUSER) != 0:
+                raise OSError("unshare(CLONE_NEWUSER)")
+            _write_sysctls(self.user_maps)
+            _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        if self.unshare_flags and unshare(self.unshare_flags) != 0:
+            raise OSError("unshare(CLONE_NEWIPC|CLONE_NEWNS)")
+        if self.ipc:
+            _write_sysctls(self.ipc)
+        if self.own_mounts:
+            if self.home_on_tmp:
+                workdir = "/tmp"
+            options = self.tmpfs_options % (uid, uid) if self.drop else self.tmpfs_options
+            flags = _MS_NOSUID | _MS_NODEV
+            for target in (workdir.encode(), b"/dev/shm"):
+                if _libc.mount(b"tmpfs", target, b"tmpfs", flags, options) != 0:
+                    raise OSError(f"mount(tmpfs) on {target!r}")
+        return workdir
 
     def _kill_group(self, pid: int) -> None:
         with contextlib.suppress(OSError):
@@ -637,7 +803,7 @@ class Zygote:
         if self.idle:
             return self.idle.pop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        workdir = os.path.join(self.workbase, f"judge-{len(self.judges)}-{time.monotonic_ns()}")
+        workdir = os.path.join(self.workbase, f"judge-{os.urandom(8).hex()}")
         os.mkdir(workdir, 0o700)
         if self.drop:
             os.chown(workdir, self.judge_uid, self.judge_uid)
@@ -780,6 +946,7 @@ class Zygote:
 
     def _finish(self, run_id: int) -> None:
         run = self.runs.pop(run_id)
+        out_of_memory = self._out_of_memory(run)
         try:
             os.rmdir(run.workdir)
         except OSError:
@@ -787,13 +954,14 @@ class Zygote:
         status = run.status
         assert status is not None
         exited, code = os.WIFEXITED(status), os.WEXITSTATUS(status)
-        done = "done %d %s %s %.6f %d %s" % (  # noqa: UP031 (plain C formatting: see the class)
+        done = "done %d %s %s %.6f %d %s %d" % (  # noqa: UP031 (plain C formatting: see the class)
             run_id,
             code if exited else "-",
             "-" if exited else os.WTERMSIG(status),
             run.cpu_s,
             run.killed,
             run.judge_state or "-",
+            out_of_memory,
         )
         with contextlib.suppress(OSError):
             self.sock.send(done.encode())
@@ -844,14 +1012,13 @@ class Forker:
         if data[:1] == b"e":
             self._end(_END.unpack(data)[1])
             return
-        _, run_id, uid, tests = _FORK.unpack(data)
+        _, run_id, uid, tests, token = _FORK.unpack(data)
         zygote = self.zygote
         pid = os.fork()
         if pid == 0:
             code = 70
             try:
-                workdir = f"{zygote.workbase}/run-{run_id}"
-                zygote._child(fds, uid, workdir, judge=False)
+                workdir = zygote._child(fds, uid, zygote.run_dir(run_id, token), judge=False)
                 if tests:
                     code = _harness.serve_candidate(where=workdir)
                 else:
@@ -967,7 +1134,9 @@ def main(config: dict[str, Any]) -> None:
     confine = config.get("confine") or {}
     if confine.get("namespaces"):
         user = confine["namespaces"] == "user"
-        _confine.enter_namespaces(user=user, tmpfs=config["workbase"])
+        _confine.enter_namespaces(
+            user=user, tmpfs=config["workbase"], read_only=confine.get("read_only", ())
+        )
     # Processes of the same uid (a candidate when not running as root) cannot debug us; only
     # now: a process that is not dumpable cannot write its own uid_map.
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -980,7 +1149,10 @@ def main(config: dict[str, Any]) -> None:
     sys.path.extend(config.get("packages") or [])
     sock = socket.socket(fileno=config["fd"])
     zygote = Zygote(sock, config)
-    _harness.warm_up(where=config["workbase"])
+    warm = os.path.join(config["workbase"], f"warm-{os.urandom(8).hex()}")
+    os.mkdir(warm, 0o700)
+    _harness.warm_up(where=warm)
+    os.rmdir(warm)
     gc.collect()
     gc.freeze()  # children inherit these objects without the collector touching their pages
     zygote.start_forker()

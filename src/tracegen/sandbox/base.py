@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict
 from tracegen.schema import ExecResult, Problem
 
 IsolationName = Literal["bwrap", "builtin", "rlimit"]
-IsolationChoice = Literal["auto", "bwrap", "builtin", "rlimit"]
 
 
 class SandboxLimits(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import marshal
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracegen.config import SANDBOXES
 from tracegen.errors import SandboxError
-from tracegen.sandbox.base import IsolationChoice, IsolationInfo
+from tracegen.sandbox._confine import landlock_abi
+from tracegen.sandbox.base import IsolationInfo
 
 UID_BASE = 3_000_000_000
 UIDS_PER_PROCESS = 256
@@ -26,7 +29,6 @@ last slot is the judges': they never share a uid with the code they judge. The o
 the cleanup helper's real uid while it kills an execution's leftovers: a uid no process has,
 so none of them can signal it."""
 _free_slots = list(range(UIDS_PER_PROCESS - 3, -1, -1))
-CHOICES = ("auto", "bwrap", "builtin", "rlimit")
 SOURCES = ("_confine", "_wire", "_harness", "_zygote")
 """The modules sent compiled to ``python -I -S``, each importing only those before it."""
 _BOOT = """\
@@ -98,7 +100,11 @@ execution's process limit on a large machine."""
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache")
 ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN")
 """Under bubblewrap as root; SYS_ADMIN gives each execution an IPC namespace of its own."""
-_BWRAP_DETAIL = "bubblewrap: no network, read-only system directories, private /tmp, own PIDs"
+_BWRAP_DETAIL = (
+    "bubblewrap: no network, read-only system directories, /tmp and /dev/shm of each "
+    "execution's own, own PIDs, seccomp (no unix sockets, no new namespaces, no shared "
+    "kernel state)"
+)
 _RLIMIT_DETAIL = "rlimits and process-group kill only: no network or filesystem isolation"
 _INSTALL = (
     "install bubblewrap (apt-get install bubblewrap / dnf install bubblewrap), or allow "
@@ -140,11 +146,17 @@ def package_dirs() -> list[str]:
 
 
 def bwrap_command(
-    bwrap: str, root: bool, *, caps: bool = True, read_only: list[str] | None = None
+    bwrap: str,
+    root: bool,
+    *,
+    caps: bool = True,
+    binds: list[str] | None = None,
+    read_only: list[str] | None = None,
 ) -> list[str]:
     """bwrap's arguments up to ``--``: namespaces, read-only system, private /tmp; without
     root, ``caps``: capabilities over its user namespace (a setuid bwrap refuses them);
-    ``read_only``: more directories to mount read-only where they are."""
+    ``binds``: directories the zygote writes in (its cgroups); ``read_only``: more
+    directories to mount read-only where they are."""
     args = [bwrap, "--die-with-parent", "--new-session"]
     if root:
         # No user namespace: the zygote is real root with a few capabilities and drops every
@@ -164,6 +176,8 @@ def bwrap_command(
         for parent in reversed(Path(d).parents[:-1]):
             args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", d, d]
+    for d in binds or ():
+        args += ["--bind", d, d]
     return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
 
 
@@ -208,18 +222,92 @@ def _bwrap_problem() -> tuple[str | None, bool, str | None]:
     return None, False, problem
 
 
-def bwrap_prefix(root: bool, read_only: list[str] | None = None) -> list[str]:
+def bwrap_prefix(
+    root: bool, binds: list[str] | None = None, read_only: list[str] | None = None
+) -> list[str]:
     """The bwrap command the zygote starts under, as it runs here."""
     bwrap, caps, problem = _bwrap_problem()
     if bwrap is None:
         raise SandboxError(problem or "bubblewrap is unusable")
-    return bwrap_command(bwrap, root, caps=caps, read_only=read_only)
+    return bwrap_command(bwrap, root, caps=caps, binds=binds, read_only=read_only)
 
 
 def _uid_note() -> str:
     if running_as_root():
-        return f"; each execution under its own unprivileged uid (from {UID_BASE})"
+        cgroups = cgroup_version()
+        own = f", in cgroups of its own ({cgroups}: memory with swap, pids)" if cgroups else ""
+        return f"; each execution under its own unprivileged uid (from {UID_BASE}){own}"
     return "; executions run under your uid"
+
+
+_CGROUP = Path("/sys/fs/cgroup")
+
+
+@functools.cache
+def cgroup_version() -> str | None:
+    """``"v2"`` or ``"v1"``: the cgroups in which tracegen (as root) can give each execution
+    its own memory and process limits; None where the kernel offers neither."""
+    try:
+        controllers = (_CGROUP / "cgroup.controllers").read_text().split()
+        if {"memory", "pids"} <= set(controllers) and os.access(_CGROUP, os.W_OK):
+            return "v2"
+    except OSError:
+        pass
+    memory, pids = _CGROUP / "memory", _CGROUP / "pids"
+    writable = (memory / "memory.limit_in_bytes").exists() and os.access(memory, os.W_OK)
+    return "v1" if writable and (pids / "cgroup.procs").exists() else None
+
+
+@dataclass(frozen=True)
+class Cgroups:
+    """The cgroup directories of one zygote (one per controller), under which each execution
+    gets its own with these limits (``files``: per directory, ``(file, value)`` to write)."""
+
+    dirs: list[str]
+    files: dict[str, list[tuple[str, str]]]
+
+    @classmethod
+    def make(cls, limits: dict[str, int]) -> Cgroups | None:
+        """Make them (as root, mode 0700: no execution looks into another's); None where
+        the kernel offers no cgroup tracegen may write."""
+        version = cgroup_version()
+        if version is None:
+            return None
+        name = f"tracegen-{os.getpid()}-{os.urandom(4).hex()}"
+        memory, processes = str(limits["memory_mb"] << 20), str(limits["processes"])
+        made: list[str] = []
+        try:
+            if version == "v2":
+                base = str(_CGROUP / name)
+                os.mkdir(base, 0o700)
+                made.append(base)
+                Path(base, "cgroup.subtree_control").write_text("+memory +pids")
+                files = {base: [("memory.max", memory), ("memory.swap.max", "0"),
+                                ("pids.max", processes)]}  # fmt: skip
+            else:
+                files = {}
+                for controller in ("memory", "pids"):
+                    base = str(_CGROUP / controller / name)
+                    os.mkdir(base, 0o700)
+                    made.append(base)
+                    files[base] = [("pids.max", processes)] if controller == "pids" else [
+                        ("memory.limit_in_bytes", memory),
+                        *([("memory.memsw.limit_in_bytes", memory)] if Path(
+                            _CGROUP, "memory", "memory.memsw.limit_in_bytes").exists() else []),
+                    ]  # fmt: skip
+        except OSError:
+            Cgroups(made, {}).remove()
+            return None
+        return cls(made, files)
+
+    def remove(self) -> None:
+        for d in reversed(self.dirs):
+            with contextlib.suppress(OSError):
+                for child in os.scandir(d):
+                    if child.is_dir(follow_symlinks=False):
+                        os.rmdir(child.path)
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
 
 
 def read_only_paths() -> list[str]:
@@ -314,23 +402,24 @@ def builtin_layers() -> BuiltinLayers:
     )
 
 
-def detect_isolation(choice: IsolationChoice | str = "auto") -> IsolationInfo:
+def detect_isolation(choice: str = "auto") -> IsolationInfo:
     """What ``choice`` gives on this machine, or a `SandboxError` saying what to install.
 
     ``auto`` is bubblewrap where it runs, else the built-in isolation; where neither can
     isolate network or files, only an explicit ``rlimit`` runs generated code.
     """
-    if choice not in CHOICES:
-        raise SandboxError(f"unknown sandbox {choice!r}: use auto, bwrap, builtin or rlimit")
+    if choice not in SANDBOXES:
+        raise SandboxError(f"--sandbox: expected one of {', '.join(SANDBOXES)}, got {choice!r}")
     if choice == "rlimit":
         return IsolationInfo(name="rlimit", detail=_RLIMIT_DETAIL + _uid_note())
     why_not_bwrap = None
     if choice in ("auto", "bwrap"):
         bwrap, _, why_not_bwrap = _bwrap_problem()
         if bwrap is not None:
+            scope = ", landlock (no TCP, no signals out)" if landlock_abi() >= 6 else ""
             return IsolationInfo(
                 name="bwrap",
-                detail=_BWRAP_DETAIL + _uid_note(),
+                detail=_BWRAP_DETAIL + scope + _uid_note(),
                 network_isolated=True,
                 filesystem_isolated=True,
             )

@@ -13,15 +13,16 @@ execution's parent saw, never something the program could report about itself.
 from __future__ import annotations
 
 import asyncio
-import base64
+import functools
 import hashlib
 import math
+import re
 import shutil
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
-from tracegen.sandbox.runner import ProcessRun, Sandbox
+from tracegen.sandbox.runner import ProcessRun
 from tracegen.schema import Language
 
 CPP_COMMAND: Final = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "prog", "prog.cpp")
@@ -35,6 +36,23 @@ CACHE_SIZE: Final = 256
 """Built programs kept in memory, by hash of source and command."""
 
 
+_CPP_HINT = re.compile(r"^\s*#\s*include\s*[<\"]|\bint\s+main\s*\(", re.MULTILINE)
+
+
+def guess_language(code: str) -> Language:
+    """A program's language when nothing says: C++ if it includes a header or defines
+    ``int main(``, else Python."""
+    return "cpp" if _CPP_HINT.search(code) else "python"
+
+
+class ProcessRunner(Protocol):
+    """What `Programs` needs of a sandbox (`Sandbox.run_process`)."""
+
+    async def run_process(
+        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+    ) -> ProcessRun: ...
+
+
 def compiler_missing(language: Language) -> str | None:
     """Why programs in ``language`` cannot be built here (None: they can)."""
     if language == "cpp" and shutil.which("g++") is None:
@@ -42,7 +60,7 @@ def compiler_missing(language: Language) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Built:
     """A program ready to run: a binary (C++) or checked source (Python); or why not."""
 
@@ -53,6 +71,11 @@ class Built:
     """The compiler's complaint: the program does not compile."""
     failure: str | None = None
     """The sandbox failed to build it (not the program's fault)."""
+
+    @functools.cached_property
+    def hex(self) -> str:
+        """The binary in hex, as each run's driver carries it (made once)."""
+        return (self.binary or b"").hex()
 
 
 @dataclass(frozen=True)
@@ -67,11 +90,13 @@ class Limits:
 
 
 def _literal(data: bytes) -> str:
-    return repr(base64.b64encode(data).decode())
+    """``data`` as the literal of a hex string (``bytes.fromhex`` reads it back in the
+    sandbox without importing anything: ``binascii`` would cost each execution 1 ms)."""
+    return repr(data.hex())
 
 
 _PRELUDE = """\
-import os, sys, resource, binascii
+import os, sys, resource
 try:
     os.close(3)
 except OSError:
@@ -79,7 +104,7 @@ except OSError:
 
 def _put(name, data, mode=0o600):
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    view = memoryview(binascii.a2b_base64(data))
+    view = memoryview(bytes.fromhex(data))
     while view:
         view = view[os.write(fd, view):]
     os.close(fd)
@@ -120,7 +145,7 @@ _COMPILE_PYTHON = (
     + """
 import traceback
 try:
-    compile(binascii.a2b_base64({source}).decode("utf-8"), "main.py", "exec")
+    compile(bytes.fromhex({source}).decode("utf-8"), "main.py", "exec")
 except BaseException as e:
     sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
     sys.stderr.flush()
@@ -140,16 +165,18 @@ os.close(_stdin)
 _output = {output_file}
 _limit(resource.RLIMIT_CPU, {cpu}, 1)
 _memory = {memory}
-with open("/proc/self/statm", "rb") as _f:
-    _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+if not {binary}:  # read here: a forked child may not read /proc/self
+    with open("/proc/self/statm", "rb") as _f:
+        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 def _program():
     if {binary}:
         _limit(resource.RLIMIT_AS, _memory)
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog", *{argv}])
-    import io, traceback
+    import builtins, io, traceback
     _limit(resource.RLIMIT_AS, _memory + _held)
+    builtins.exit = builtins.quit = sys.exit  # what `site` gives `python main.py`
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.argv = ["main.py", *{argv}]
     with open("main.py", "rb") as f:
@@ -217,7 +244,7 @@ _entry = {entry!r}.split(".")
 _target = scope[_entry[0]]
 if len(_entry) > 1:
     _target = getattr(_target(), _entry[1])
-_args = _json.loads(binascii.a2b_base64({args}))
+_args = _json.loads(bytes.fromhex({args}))
 _value = _target(*_args)
 if isinstance(_value, tuple):
     _value = list(_value)
@@ -227,6 +254,139 @@ _view = memoryview(b"\\n" + {marker!r} + _text)
 while _view:
     _view = _view[os.write(1, _view):]"""
 
+_BATCH = (
+    _PRELUDE
+    + """
+import ctypes, select, signal, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: its programs cannot read or trace it
+for _name, _data, _mode in {files}:
+    _put(_name, _data, _mode)
+_binary = {binary}
+_memory = {memory}
+_cap = {cap}
+if not _binary:
+    with open("/proc/self/statm", "rb") as _f:
+        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+else:  # inherited by each spawned run; one that raises them is caught by its rusage
+    signal.signal(signal.SIGXCPU, signal.SIG_IGN)  # the driver's own time is not a test's
+    for _which, _value in ((resource.RLIMIT_AS, _memory), (resource.RLIMIT_STACK, _memory),
+                           (resource.RLIMIT_CPU, {cpu})):
+        _hard = resource.getrlimit(_which)[1]
+        if _hard != resource.RLIM_INFINITY:
+            _value = min(_value, _hard)
+        resource.setrlimit(_which, (_value, _hard))
+
+def _child(w_out, w_err):
+    os.setpgid(0, 0)
+    fd = os.open("stdin.txt", os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.dup2(w_out, 1)
+    os.dup2(w_err, 2)
+    os.closerange(3, 1024)
+    _limit(resource.RLIMIT_CPU, {cpu}, 1)
+    if _binary:
+        _limit(resource.RLIMIT_AS, _memory)
+        _limit(resource.RLIMIT_STACK, _memory)
+        os.execv("./prog", ["./prog"])
+    import builtins, io, traceback
+    _limit(resource.RLIMIT_AS, _memory + _held)
+    builtins.exit = builtins.quit = sys.exit
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+    sys.argv = ["main.py"]
+    with open("main.py", "rb") as f:
+        source = f.read().decode("utf-8")
+    scope = {{"__name__": "__main__", "__file__": os.path.abspath("main.py"),
+              "__builtins__": __builtins__}}
+    status = 0
+    try:
+        exec(compile(source, "main.py", "exec"), scope)
+    except SystemExit as e:
+        if e.code is None or type(e.code) is int:
+            status = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            status = 1
+    except BaseException as e:
+        try:
+            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        except BaseException:
+            pass
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(status & 0xFF)
+
+def _emit(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+
+for _index, _data in enumerate({inputs}):
+    _put("stdin.txt", _data)
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    started = time.monotonic()
+    if _binary:  # spawned without copying the driver: the limits are its own soft ones
+        pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0,
+                             setsigdef=(signal.SIGXCPU,), file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, "stdin.txt", os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, w_out, 1),
+            (os.POSIX_SPAWN_DUP2, w_err, 2),
+        ])
+    else:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _child(w_out, w_err)
+            finally:
+                os._exit(127)
+    os.close(w_out)
+    os.close(w_err)
+    got = {{r_out: bytearray(), r_err: bytearray()}}
+    reading = [r_out, r_err]
+    killed = "-"
+    deadline = started + {wall}
+    while reading and killed == "-":
+        left = deadline - time.monotonic()
+        ready = select.select(reading, [], [], left)[0] if left > 0 else []
+        if not ready:
+            killed = "timeout"
+            break
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                os.close(fd)
+                reading.remove(fd)
+                continue
+            got[fd] += chunk
+            if len(got[fd]) > _cap:
+                killed = "output-limit"
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    _, status, usage = os.wait4(pid, 0)
+    for fd in reading:
+        os.close(fd)
+    out = bytes(got[r_out][:_cap])
+    err = bytes(got[r_err][:_cap])
+    code = os.waitstatus_to_exitcode(status)
+    if usage.ru_maxrss * 1024 > _memory and killed == "-":
+        killed = "memory"
+    _emit(b"%d %d %.6f %.6f %s %d %d\\n" % (
+        _index, code, usage.ru_utime + usage.ru_stime, time.monotonic() - started,
+        killed.encode(), len(out), len(err)) + out + err)
+    if killed != "-" or code != 0:
+        break
+os._exit(0)
+"""
+)
+
 RESULT_MARKER: Final = b"\x00tracegen-result\x00"
 """Precedes a functional test's JSON value on stdout (what the program printed comes before)."""
 
@@ -234,11 +394,17 @@ RESULT_MARKER: Final = b"\x00tracegen-result\x00"
 class Programs:
     """Builds and runs programs in ``sandbox``; built programs are cached by source hash."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: ProcessRunner) -> None:
         self.sandbox = sandbox
         self._built: OrderedDict[str, Built] = OrderedDict()
         self._building: dict[str, asyncio.Future[Built]] = {}
         self.compilations = 0
+        owner: object = sandbox
+        while not hasattr(owner, "limits") and hasattr(owner, "runner"):
+            owner = owner.runner  # a wrapper (counting executions) around the sandbox
+        limits = getattr(owner, "limits", None)
+        self.file_bytes: int | None = limits.file_size_mb << 20 if limits is not None else None
+        """The largest file an execution may write (its input, its binary)."""
 
     @staticmethod
     def key(source: str, language: Language) -> str:
@@ -302,6 +468,35 @@ class Programs:
             return Built(language, source, binary=run.stdout)
         return Built(language, source)
 
+    async def run_batch(
+        self, built: Built, inputs: list[bytes], limits: Limits, cap: int
+    ) -> list[ProcessRun]:
+        """Run ``built`` on each of ``inputs`` (on stdin) in one execution: a process per
+        input, forked by a driver its programs can neither read nor trace, under ``limits``
+        each and ``cap`` bytes of output. Ends at the first input whose run does not exit 0
+        in time; the runs reported, in order (fewer than ``inputs`` if it ended early or the
+        execution failed: the caller runs the rest alone with `run`)."""
+        files = [("prog", built.hex, 0o700)] if built.binary is not None else []
+        if built.binary is None:
+            files.append(("main.py", built.source.encode().hex(), 0o600))
+        driver = _BATCH.format(
+            files=repr(files),
+            binary=built.binary is not None,
+            memory=limits.memory_mb << 20,
+            cap=cap,
+            cpu=max(1, math.ceil(limits.cpu_s)),
+            wall=limits.wall_s,
+            inputs=repr([data.hex() for data in inputs]),
+        )
+        run = await self.sandbox.run_process(
+            driver,
+            timeout_s=len(inputs) * (limits.wall_s + 0.5) + 2,
+            output_bytes=len(inputs) * (2 * cap + 128) + 4096,
+        )
+        if run.killed_for is not None or run.exit_code != 0 or run.signal is not None:
+            return []
+        return _batch_records(run.stdout, len(inputs), cap)
+
     async def run(
         self,
         built: Built,
@@ -319,21 +514,18 @@ class Programs:
         value after `RESULT_MARKER`."""
         files: list[tuple[str, str, int]] = []
         if built.binary is not None:
-            files.append(("prog", base64.b64encode(built.binary).decode(), 0o700))
+            files.append(("prog", built.hex, 0o700))
         else:
-            files.append(("main.py", base64.b64encode(built.source.encode()).decode(), 0o600))
-        data = base64.b64encode(stdin).decode()
-        files.append((input_file or "stdin.txt", data, 0o600))
-        files += [
-            (name, base64.b64encode(content).decode(), 0o600) for name, content in extra_files
-        ]
+            files.append(("main.py", built.source.encode().hex(), 0o600))
+        files.append((input_file or "stdin.txt", stdin.hex(), 0o600))
+        files += [(name, content.hex(), 0o600) for name, content in extra_files]
         after = "pass"
         module = "__main__"
         if call is not None:
             entry, args = call
             import orjson
 
-            encoded = repr(base64.b64encode(orjson.dumps(args)).decode())
+            encoded = _literal(orjson.dumps(args))
             after = _FUNCTIONAL_CALL.format(entry=entry, args=encoded, marker=RESULT_MARKER)
             after = after.replace("\n", "\n        ")
             module = "solution"
@@ -351,3 +543,47 @@ class Programs:
         return await self.sandbox.run_process(
             driver, timeout_s=limits.wall_s, output_bytes=limits.output_bytes
         )
+
+
+def _batch_records(data: bytes, count: int, cap: int) -> list[ProcessRun]:
+    """The runs a batch driver reported (``INDEX EXIT CPU WALL KILLED OUT ERR`` then the
+    output and error bytes); reading stops at anything malformed."""
+    runs: list[ProcessRun] = []
+    at = 0
+    while at < len(data) and len(runs) < count:
+        end = data.find(b"\n", at, at + 200)
+        if end < 0:
+            break
+        try:
+            index, code, cpu, wall, killed, n_out, n_err = data[at:end].split()
+            numbers = int(index), int(code), float(cpu), float(wall), int(n_out), int(n_err)
+        except ValueError:
+            break
+        i, exit_code, cpu_s, wall_s, out_len, err_len = numbers
+        if i != len(runs) or not (0 <= out_len <= cap and 0 <= err_len <= cap):
+            break
+        body = data[end + 1 : end + 1 + out_len + err_len]
+        if len(body) != out_len + err_len:
+            break
+        why = killed.decode()
+        runs.append(
+            ProcessRun(
+                exit_code=exit_code if exit_code >= 0 else None,
+                signal=-exit_code if exit_code < 0 else None,
+                cpu_s=cpu_s,
+                wall_s=wall_s,
+                stdout=body[:out_len],
+                stderr=body[out_len:],
+                # "memory": more resident than allowed; reported as a stop of the sandbox,
+                # so the test is run again alone, under the hard limits.
+                killed_for="timeout"
+                if why == "timeout"
+                else "output-limit"
+                if why == "output-limit"
+                else "error"
+                if why == "memory"
+                else None,
+            )
+        )
+        at = end + 1 + out_len + err_len
+    return runs

@@ -24,10 +24,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tracegen.errors import SandboxError
 from tracegen.sandbox import _wire
-from tracegen.sandbox._confine import seccomp_supported
-from tracegen.sandbox.base import IsolationChoice, IsolationName, SandboxLimits
+from tracegen.sandbox._confine import landlock_abi, seccomp_supported
+from tracegen.sandbox.base import IsolationName, SandboxLimits
 from tracegen.sandbox.isolation import (
     SAFE_ENV,
+    Cgroups,
     builtin_layers,
     bwrap_prefix,
     count_own_processes,
@@ -94,6 +95,7 @@ class _Raw:
     worker_died: bool = False
     killed_by_cleanup: bool = False
     judge: Literal["done", "died"] | None = None
+    out_of_memory: bool = False
     key: bytes = b""
     cpu_s: float = 0.0
 
@@ -192,13 +194,14 @@ class _Done(NamedTuple):
     cpu_s: float
     killed: bool  # its process was still running when its judge was done with it
     judge: Literal["done", "died"] | None
+    out_of_memory: bool  # its cgroup's memory ran out (a process of it was killed for it)
 
     @classmethod
     def parse(cls, words: list[bytes]) -> _Done:
-        """``done ID EXIT SIGNAL CPU KILLED JUDGE``, ``-`` for none."""
+        """``done ID EXIT SIGNAL CPU KILLED JUDGE OOM``, ``-`` for none."""
         number = [None if w == b"-" else int(w) for w in words[2:4]]
         judge = None if words[6] == b"-" else cast(Literal["done", "died"], words[6].decode())
-        return cls(number[0], number[1], float(words[4]), words[5] == b"1", judge)
+        return cls(number[0], number[1], float(words[4]), words[5] == b"1", judge, words[7] == b"1")
 
 
 class _ZygoteProcess:
@@ -218,6 +221,7 @@ class _ZygoteProcess:
         self.limits = limits
         self.packages = packages or []
         self.alive = False
+        self.cgroups: Cgroups | None = None
         self._pending: dict[int, asyncio.Future[_Done]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
@@ -227,12 +231,19 @@ class _ZygoteProcess:
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if self.root:
+            self.cgroups = Cgroups.make(self.limits)
+        cgroup_dirs = self.cgroups.dirs if self.cgroups is not None else []
         if self.isolation == "bwrap":
-            prefix, workbase = bwrap_prefix(self.root, self.packages), "/tmp"
+            prefix = bwrap_prefix(self.root, binds=cgroup_dirs, read_only=self.packages)
+            workbase = "/tmp"
         else:
             self._workbase = workbase = tempfile.mkdtemp(prefix="tracegen-sandbox-")
             prefix = []
         config = {
+            "isolation": self.isolation,
+            "cgroups": cgroup_dirs,
+            "cgroup_files": self.cgroups.files if self.cgroups is not None else {},
             "fd": theirs.fileno(),
             "drop": self.root,
             "judge_uid": judge_uid(),
@@ -285,7 +296,12 @@ class _ZygoteProcess:
             config = builtin_layers().zygote_config()
             return {**config, "read_only": [*config["read_only"], *self.packages]}
         if self.isolation == "bwrap":
-            return {"seccomp": seccomp_supported(), "drop_caps": not self.root}
+            return {
+                "seccomp": seccomp_supported(),
+                "drop_caps": not self.root,
+                "landlock": landlock_abi(),
+                "scope_only": True,
+            }
         return {}
 
     def _stderr_tail(self) -> str:
@@ -363,6 +379,16 @@ class _ZygoteProcess:
         if self._workbase is not None:
             await asyncio.to_thread(_remove_tree, self._workbase)
             self._workbase = None
+        if self.cgroups is not None:
+            self.cgroups.remove()
+            self.cgroups = None
+
+    def stalled(self) -> None:
+        """The zygote stopped answering: kill it, so that the next execution starts another."""
+        self._died()
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
@@ -389,7 +415,7 @@ class Sandbox:
 
     def __init__(
         self,
-        isolation: IsolationChoice | str = "auto",
+        isolation: str = "auto",
         limits: SandboxLimits | None = None,
         concurrency: int | None = None,
         packages: bool = False,
@@ -410,7 +436,7 @@ class Sandbox:
             self._nproc += count_own_processes() + 2 * self.concurrency
         self._limits = self.limits.model_dump(
             include={"cpu_s", "memory_mb", "file_size_mb", "open_files"}
-        ) | {"processes": self._nproc}
+        ) | {"processes": self._nproc, "execution_processes": self.limits.processes}
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self._ids = itertools.count(1)
         self._zygote: _ZygoteProcess | None = None
@@ -436,6 +462,10 @@ class Sandbox:
     async def run_tests(self, code: str, problem: Problem) -> ExecResult:
         """Run ``problem.setup`` + ``code`` in one process and each non-``answer`` test
         separately in a judge process that calls the code's functions through pipes."""
+        if problem.is_program:  # never judged as functions: their judge runs whole programs
+            return ExecResult(
+                status="error", error="a program problem is judged by tracegen.grading.programs"
+            )
         tests = [t for t in problem.tests if t.kind != "answer"]
         if not tests:
             setup = f"{problem.setup}\n" if problem.setup else ""
@@ -600,6 +630,8 @@ class Sandbox:
                 await asyncio.wait_for(asyncio.gather(*eofs), _CLEANUP_TIMEOUT_S)
         except TimeoutError:
             zygote.kill(run_id)
+            if done_future.cancelled():  # the zygote itself no longer answers
+                zygote.stalled()
             raise _WorkerDied from None
         finally:
             timer.cancel()
@@ -612,6 +644,7 @@ class Sandbox:
         raw.cpu_limit_hit = done.cpu_s >= limits.cpu_s
         raw.killed_by_cleanup = done.killed and raw.killed_for is None
         raw.judge = done.judge
+        raw.out_of_memory = done.out_of_memory
         out, err, report = captures
         raw.stdout, raw.stdout_truncated = bytes(out.data), out.truncated
         raw.stderr, raw.stderr_truncated = bytes(err.data), err.truncated
@@ -744,6 +777,8 @@ def _exec_result(raw: _Raw, tests: list[TestCase] | None) -> ExecResult:
         duration_s=round(raw.duration_s, 6),
     )
     status, error = _verdict(raw, tests, result)
+    if raw.out_of_memory and status in ("error", "killed"):
+        status, error = "memory", "memory limit exceeded: the kernel killed a process of it"
     result.status, result.error = status, error
     return result
 

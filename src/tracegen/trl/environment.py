@@ -13,7 +13,7 @@ judges it (`tracegen.grading.verdicts`): run afresh against the problem's tests 
 sandbox, never in the trainer's process, whatever the scripts printed; a math problem's
 answer is the one that program prints when run again. The sandbox is shared by every
 instance of the process, on an event loop of its own (TRL calls tools from its own threads
-and loops).
+and loops), each an `EpisodeWorker`'s (`tracegen.generate.worker`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from typing import Any, TypeVar
 
 from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
+from tracegen.generate.worker import EpisodeWorker
 from tracegen.grading.answers import extract_final_answer
+from tracegen.grading.programs import judge_for
 from tracegen.grading.reward import rescore
 from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
-from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.schema import ExecResult, Metrics, Problem, Trace
 from tracegen.trl.dataset import PROBLEM_COLUMN
 
@@ -49,7 +50,7 @@ class _SandboxLoop:
             target=self.loop.run_forever, name="tracegen-sandbox", daemon=True
         )
         self.thread.start()
-        self.sandboxes: dict[tuple[str, float, bool], Sandbox] = {}
+        self.workers: dict[tuple[str, float, bool], EpisodeWorker] = {}
         # Closed before the interpreter stops the thread pools the sandbox's shutdown uses
         # (``atexit`` runs after that; threading's own exit hooks run first, newest first).
         threading._register_atexit(self.close)  # type: ignore[attr-defined]
@@ -74,20 +75,18 @@ class _SandboxLoop:
     def run(self, call: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(call, self.loop).result()
 
-    async def sandbox(self, isolation: str, timeout_s: float, packages: bool = False) -> Sandbox:
-        key = (isolation, timeout_s, packages)
-        if key not in self.sandboxes:
-            limits = SandboxLimits.for_timeout(timeout_s)
-            box = Sandbox(isolation=isolation, limits=limits, packages=packages)
-            await box.__aenter__()
-            self.sandboxes[key] = box
-        return self.sandboxes[key]
+    async def worker(self, settings: RunSettings) -> EpisodeWorker:
+        """The worker of ``settings``' isolation, execution time and packages, warm."""
+        key = (settings.sandbox, settings.exec_timeout, settings.sandbox_packages)
+        if key not in self.workers:
+            self.workers[key] = await EpisodeWorker(settings).open()
+        return self.workers[key]
 
     def close(self) -> None:
         async def close_all() -> None:
-            for box in self.sandboxes.values():
-                await box.aclose()
-            self.sandboxes.clear()
+            for worker in self.workers.values():
+                await worker.aclose()
+            self.workers.clear()
 
         if self.loop.is_running():
             asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(timeout=30)
@@ -139,15 +138,15 @@ class TracegenEnvironment:
         return tool_json(result)
 
     async def _run(self, code: str) -> ExecResult:
-        s = self._settings
-        box = await self._loop.sandbox(s.sandbox, s.exec_timeout, s.sandbox_packages)
-        return await box.run_code(code)
+        return await (await self._loop.worker(self._settings)).runner.run_code(code)
 
     async def _judge(self, problem: Problem, code: str) -> ExecResult:
-        s = self._settings
-        box = await self._loop.sandbox(s.sandbox, s.exec_timeout, s.sandbox_packages)
+        box = (await self._loop.worker(self._settings)).runner
         if problem.kind == "math":
             return await check_answer(Solution(0, problem, code, None, None), box)
+        judge = judge_for(box) if problem.is_program else None
+        if judge is not None:
+            return await judge.judge(problem, code)
         return await box.run_tests(code, problem)
 
     def final_program(self) -> str | None:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import chain, repeat
 from multiprocessing import get_all_start_methods, get_context
 from operator import attrgetter
 from pathlib import Path
@@ -94,6 +95,15 @@ class UsageFacts(msgspec.Struct, gc=False):
     requests: Count = 0
 
 
+class TestOutcomeFacts(msgspec.Struct, gc=False):
+    outcome: str | None = None
+
+
+class VerdictFacts(msgspec.Struct, gc=False):
+    outcome: str | None = None
+    tests: list[TestOutcomeFacts] | None = None
+
+
 class TraceFacts(msgspec.Struct, gc=False):
     """What stats needs from one trace line; every other field is skipped unread."""
 
@@ -113,6 +123,7 @@ class TraceFacts(msgspec.Struct, gc=False):
     logprobs: list[msgspec.Raw] | None = None
     usage: UsageFacts | None = None
     token_requests: list[msgspec.Raw] | None = None
+    verdict: VerdictFacts | None = None
 
 
 Cell = tuple[str, str, str]
@@ -163,6 +174,17 @@ class Group:
         self.failed += facts.error is not None
         self.sums = [total + value for total, value in zip(self.sums, values, strict=True)]
 
+    def add_rows(self, facts: list[TraceFacts], values: list[tuple[float, ...]]) -> None:
+        """`add` for each trace of ``facts`` and its ``values``, in one step."""
+        self.traces += len(facts)
+        self.success += sum(f.success for f in facts)
+        self.ideal += sum(f.is_ideal for f in facts)
+        self.failed += sum(f.error is not None for f in facts)
+        self.sums = [
+            total + sum(column)
+            for total, column in zip(self.sums, zip(*values, strict=False), strict=True)
+        ]
+
     def merge(self, other: Group) -> None:
         self.traces += other.traces
         self.success += other.success
@@ -202,6 +224,10 @@ class Stats:
     traces_with_hallucinations: int = 0
     strategies: Counter[str] = field(default_factory=Counter)
     logprobs: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    """Program problems: verdicts by outcome (``accepted``, ``wrong``, ``time``...)."""
+    test_outcomes: Counter[str] = field(default_factory=Counter)
+    """Program problems: their tests by outcome."""
     assistant_turns: int = 0
     turns_with_logprobs: int = 0
     model_requests: int = 0
@@ -237,10 +263,71 @@ class Stats:
         for strategy, n in metrics.parse_strategies.items():
             self.strategies[strategy] += n
         self.logprobs[facts.logprobs_status] += 1
+        verdict = facts.verdict
+        if verdict is not None and verdict.outcome is not None:
+            self.outcomes[verdict.outcome] += 1
+            for test in verdict.tests or ():
+                if test.outcome is not None:
+                    self.test_outcomes[test.outcome] += 1
         self.assistant_turns += sum(m.role == "assistant" for m in facts.messages or ())
         self.turns_with_logprobs += len(facts.logprobs or ())
         self.model_requests += facts.usage.requests if facts.usage else 0
         self.requests_with_token_ids += len(facts.token_requests or ())
+
+    def add_all(self, items: list[TraceFacts]) -> None:
+        """`add` for every trace of ``items`` (a block of lines), counted column by column."""
+        if not items:
+            return
+        metrics = [f.metrics or _NO_METRICS for f in items]
+        values = [(f.score, *_METRIC_VALUES(m)) for f, m in zip(items, metrics, strict=True)]
+        self.total.add_rows(items, values)
+        self._add_groups(self.problems, [f.problem_id for f in items], items, values)
+        if self.by is not None:
+            keys = list(map(attrgetter(BY_KEYS[self.by]), items))
+            self._add_groups(self.groups, keys, items, values)
+        cells = [(f.mode, f.model, f.problem_id) for f in items]
+        won = Counter(cell for cell, f in zip(cells, items, strict=True) if f.success)
+        for cell, n in Counter(cells).items():
+            tally = self.samples.get(cell)
+            if tally is None:
+                self.samples[cell] = [n, won[cell]]
+            else:
+                tally[0] += n
+                tally[1] += won[cell]
+        self.failures.update(f"{e.kind}/{e.reason}" for f in items if (e := f.error) is not None)
+        columns = list(zip(*values, strict=False))
+        for counts, column in zip(self.distributions.values(), columns[:-1], strict=False):
+            counts.update(column)
+        self.distributions[DISTRIBUTIONS[-1]].update(map(round, columns[-1], repeat(3)))
+        for name, column in zip(
+            COUNTED, zip(*map(_COUNTED_VALUES, metrics), strict=False), strict=True
+        ):
+            self.counted[name] += sum(column)
+        self.traces_with_hallucinations += sum(m.hallucinated_results > 0 for m in metrics)
+        for m in metrics:
+            for strategy, n in m.parse_strategies.items():
+                self.strategies[strategy] += n
+        self.logprobs.update(map(attrgetter("logprobs_status"), items))
+        roles = Counter(
+            map(attrgetter("role"), chain.from_iterable(f.messages or () for f in items))
+        )
+        self.assistant_turns += roles["assistant"]
+        self.turns_with_logprobs += sum(len(f.logprobs or ()) for f in items)
+        self.model_requests += sum(f.usage.requests for f in items if f.usage)
+        self.requests_with_token_ids += sum(len(f.token_requests or ()) for f in items)
+
+    @staticmethod
+    def _add_groups(
+        groups: dict[str, Group],
+        keys: list[str],
+        items: list[TraceFacts],
+        values: list[tuple[float, ...]],
+    ) -> None:
+        rows: dict[str, list[int]] = defaultdict(list)
+        for i, key in enumerate(keys):
+            rows[key].append(i)
+        for key, at in rows.items():
+            groups[key].add_rows([items[i] for i in at], [values[i] for i in at])
 
     def merge(self, other: Stats) -> None:
         """Add the counts of ``other`` (of lines read after these)."""
@@ -260,6 +347,8 @@ class Stats:
         self.traces_with_hallucinations += other.traces_with_hallucinations
         self.strategies.update(other.strategies)
         self.logprobs.update(other.logprobs)
+        self.outcomes.update(other.outcomes)
+        self.test_outcomes.update(other.test_outcomes)
         self.assistant_turns += other.assistant_turns
         self.turns_with_logprobs += other.turns_with_logprobs
         self.model_requests += other.model_requests
@@ -300,6 +389,9 @@ class Stats:
             "pass_at_k": pass_at_k((n, c) for n, c in self.samples.values()),
             "pass_at_k_by_mode_model": self._pass_at_k_by_run(),
         }
+        if self.outcomes:  # program problems only: other traces' JSON is unchanged
+            out["outcomes"] = dict(self.outcomes.most_common())
+            out["test_outcomes"] = dict(self.test_outcomes.most_common())
         if self.by is not None:
             groups = sorted(self.groups.items())
             out["by"] = {"key": self.by, "groups": {k: g.summary() for k, g in groups}}
@@ -434,13 +526,12 @@ def _count_span(file: int, path: Path, span: tuple[int, int | None], job: _Job) 
         if job.strict:
             raise _Stop
 
-    add, tally = part.stats.add, part.tally
+    add_all, tally = part.stats.add_all, part.tally
     decoder = _decoder(job.line)
     blocks = iter_struct_blocks(path, decoder, on_error=bad_line, name=TRACE_NAME, span=span)
     try:
         for block in blocks:
-            for facts in block.items:
-                add(facts)
+            add_all(block.items)
             if tally is not None:
                 for facts, offset in zip(block.items, block.offsets, strict=True):
                     tally.add(facts, (file, offset))

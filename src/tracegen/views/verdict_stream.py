@@ -1,72 +1,38 @@
 """`tracegen verify`: every solution of a file run in the sandbox, verdicts streamed.
 
 The file is read twice: once to check every line (a bad one is an error naming FILE:LINE
-before anything runs), then lazily while the solutions run, at most `IN_FLIGHT` per
-sandbox worker at a time. Each verdict comes out in file order as soon as those before it
-are done: a row on the terminal, a line with ``--json`` or in ``-o``. Memory stays flat
-however many solutions the file holds.
+before anything runs), then lazily while the solutions run (`tracegen.generate.verify`, at
+most `IN_FLIGHT` per sandbox worker at a time). Each verdict comes out in file order as
+soon as those before it are done: a row on the terminal, a line with ``--json`` or in
+``-o``. Memory stays flat however many solutions the file holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import cast, get_args
 
 from rich.console import Console
 from rich.text import Text
 
+from tracegen.config import RunSettings, load_settings
 from tracegen.errors import ConfigError, OutputError
+from tracegen.generate.verify import verify_stream
 from tracegen.grading.programs import JudgeOptions
-from tracegen.grading.verdicts import Solution, Verdict, check_solutions, iter_solutions, verify_one
-from tracegen.jsonl import JsonlWriter, dumps, special_file_warning
+from tracegen.grading.verdicts import Verdict, check_solutions, iter_solutions
+from tracegen.jsonl import JsonlWriter, check_outputs, dumps, special_file_warning
 from tracegen.problems import load_problems
-from tracegen.sandbox.base import IsolationChoice
 from tracegen.terminal import console, json_bytes, printable
 
-IN_FLIGHT = 4
-"""Solutions started per sandbox worker before the oldest one's verdict is awaited."""
 _ID_WIDTH = 40
 _DETAIL_WIDTH = 60
 _STATUS_WIDTH = len("output-limit")
 _STATUS_STYLE = {"ok": "green", "failed": "red", "error": "red", "timeout": "yellow"}
 
 Emit = Callable[[Verdict], None]
-
-
-async def _verify_stream(
-    solutions: Iterator[Solution],
-    isolation: IsolationChoice,
-    warn: Callable[[str], None],
-    emit: Emit,
-    options: JudgeOptions | None = None,
-    packages: bool = False,
-) -> None:
-    """Run ``solutions``, a bounded number at a time; ``emit`` each verdict in file order."""
-    from tracegen.grading.programs import ProgramJudge
-    from tracegen.sandbox import Sandbox
-    from tracegen.sandbox.programs import Programs
-
-    async with Sandbox(isolation=isolation, packages=packages) as sandbox:
-        if sandbox.warning:
-            warn(sandbox.warning)
-        judge = ProgramJudge(Programs(sandbox), options)
-        window = IN_FLIGHT * sandbox.concurrency
-        pending: deque[asyncio.Task[Verdict]] = deque()
-        try:
-            for solution in solutions:
-                pending.append(asyncio.create_task(verify_one(solution, sandbox, judge)))
-                if len(pending) >= window:
-                    emit(await pending.popleft())
-            while pending:
-                emit(await pending.popleft())
-        finally:
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _detail(verdict: Verdict) -> str:
@@ -151,8 +117,7 @@ def verify_command(
     all_tests: bool = False,
 ) -> None:
     """Verify every solution of ``solutions``; failing solutions are results, not errors."""
-    if sandbox not in get_args(IsolationChoice):
-        raise ConfigError(f"--sandbox must be auto, bwrap, builtin or rlimit, not {sandbox!r}")
+    load_settings(RunSettings, {"sandbox": sandbox}, env={})  # refused as `run` refuses it
     if not 0 < time_scale <= 100:
         raise ConfigError(f"--time-scale must be within (0, 100], got {time_scale}")
     options = JudgeOptions(time_scale=time_scale, all_tests=all_tests)
@@ -163,6 +128,8 @@ def verify_command(
     def warn(message: str) -> None:
         stderr.print(f"tracegen: warning: {message}", markup=False, soft_wrap=True)
 
+    problem_file = [Path(problems)] if Path(problems).is_file() else []
+    check_outputs([solutions, *problem_file], output)
     writer = _open_output(output, warn) if output is not None else None
     tally = _Tally()
     rows = None if json_out else _Rows(stdout, iter(by_id))
@@ -181,9 +148,7 @@ def verify_command(
 
     todo = iter_solutions(solutions, by_id, problems)
     try:
-        asyncio.run(
-            _verify_stream(todo, cast(IsolationChoice, sandbox), warn, emit, options, packages)
-        )
+        asyncio.run(verify_stream(todo, sandbox, warn, emit, options, packages))
     finally:
         if writer is not None:
             writer.close()

@@ -20,7 +20,7 @@ from operator import attrgetter
 
 import msgspec
 
-from tracegen.views.stats import Position, TraceFacts
+from tracegen.views.stats import Position, TraceFacts, VerdictFacts
 
 OUTCOMES = ("ideal", "success", "failed", "error")
 MAX_TURN = 12
@@ -29,7 +29,7 @@ LOGPROB_BYTES = 50_000_000
 HASHES = 1 << 64
 
 
-class _Verdict(msgspec.Struct, gc=False):
+class _Verdict(VerdictFacts, gc=False):
     status: str = "?"
 
 
@@ -154,7 +154,8 @@ class ReportFacts:
         self.by_model[line.model].add(line.success, line.is_ideal)
         self.reward[round(line.reward, 3)] += 1
         error = (line.error.kind, line.error.reason) if line.error else None
-        status = line.verdict.status if line.verdict else None
+        # A program's named outcome (wrong, time, memory...) says more than its status.
+        status = (line.verdict.outcome or line.verdict.status) if line.verdict else None
         kind = failure_kind(line.success, error, status)
         if kind:
             self.failure_kinds[kind] += 1

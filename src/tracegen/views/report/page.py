@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from html import escape
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -15,7 +14,7 @@ import orjson
 from tracegen import __version__
 from tracegen.views.numbers import num, pct
 from tracegen.views.report.facts import Rates, ReportFacts
-from tracegen.views.report.svg import Series, columns, hbars, histogram, percent
+from tracegen.views.report.svg import Series, columns, escape, hbars, histogram, percent
 from tracegen.views.stats import Stats
 
 SUCCESS, IDEAL, FAILED, ERROR = "#2e9e5b", "#4f6bed", "#d9534f", "#e8833a"

@@ -4,11 +4,20 @@ Colours and fonts come from the page's stylesheet (classes ``axis``, ``grid``, `
 
 from __future__ import annotations
 
+import html
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from html import escape
+
+from tracegen.terminal import printable
+
+
+def escape(text: str) -> str:
+    """Text for HTML: control and bidirectional characters shown as escapes (`printable`, so a
+    right-to-left override cannot reorder a label), then HTML-escaped."""
+    return html.escape(printable(text))
+
 
 WIDTH = 480
 HEIGHT = 230

@@ -11,10 +11,21 @@
   const count = $("trace-count");
   const panes = [$("pane-a"), $("pane-b")];
 
+  // Control and bidirectional characters shown as escapes (as `tracegen show` does), so that a
+  // right-to-left override in a problem id cannot reorder the line it is shown in.
+  const UNSAFE = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  function visible(text) {
+    return String(text).replace(UNSAFE, (c) => {
+      const code = c.charCodeAt(0);
+      return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0")
+        : "\\u" + code.toString(16).padStart(4, "0");
+    });
+  }
+
   function el(tag, cls, text) {
     const node = document.createElement(tag);
     if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (text !== undefined && text !== null) node.textContent = visible(text);
     return node;
   }
 
@@ -33,7 +44,8 @@
   ].join("|"), "g");
 
   // Python source as highlighted nodes; text only ever goes through textContent.
-  function highlight(code) {
+  function highlight(source) {
+    const code = visible(source);
     const pre = el("pre", "code");
     let last = 0;
     let previous = "";
@@ -167,8 +179,8 @@
     const metrics = Object.entries(trace.metrics).map(([k, v]) =>
       [k, typeof v === "object" ? JSON.stringify(v) : String(v)]);
     metrics.push(["requests", String(trace.usage.requests)]);
-    metrics.push(["tokens (prompt / eval)",
-      trace.usage.prompt_eval_count + " / " + trace.usage.eval_count]);
+    metrics.push(["tokens (prompt / completion)",
+      trace.usage.prompt_tokens + " / " + trace.usage.completion_tokens]);
     const box = el("section", "panel kind-metrics");
     box.append(el("div", "panel-title", "Metrics"), grid(metrics, "metrics"));
     pane.append(box);
@@ -184,7 +196,7 @@
   function options(parent, values, labelled) {
     for (const v of [...new Set(values)].sort()) {
       const option = el("option", null, labelled ? v : undefined);
-      option.value = v;
+      option.value = visible(v);
       parent.append(option);
     }
   }
@@ -198,10 +210,10 @@
 
   function matches(t, i) {
     const f = filters;
-    if (f.mode.value && t.mode !== f.mode.value) return false;
+    if (f.mode.value && visible(t.mode) !== f.mode.value) return false;
     if (f.outcome.value && t.outcome !== f.outcome.value) return false;
-    if (f.failure.value && t.failure !== f.failure.value) return false;
-    if (f.problem.value && t.problem_id !== f.problem.value) return false;
+    if (f.failure.value && visible(t.failure) !== f.failure.value) return false;
+    if (f.problem.value && visible(t.problem_id) !== f.problem.value) return false;
     const q = f.search.value.trim().toLowerCase();
     return !q || haystacks[i].includes(q);
   }

@@ -1,4 +1,4 @@
-"""`tracegen run`: plan the episodes, open the run files and the model servers, execute."""
+"""`tracegen run`: decide the run (`prepare`), open the run files and the model servers, execute."""
 
 from __future__ import annotations
 
@@ -6,16 +6,12 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from tracegen.config import RunSettings
-from tracegen.data.prompts import load_prompt
-from tracegen.errors import ConfigError
 from tracegen.generate.executor import Executor
-from tracegen.generate.first_run import first_run, starts_small
-from tracegen.generate.plan import Plan
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
+from tracegen.generate.setup import prepare
 from tracegen.generate.shards import (
     Manifest,
     Shard,
@@ -28,14 +24,9 @@ from tracegen.generate.shards import (
     unmark_done,
 )
 from tracegen.jsonl import special_file_warning
-from tracegen.llm.factory import choose_backend, local_backend, open_pool
+from tracegen.llm.factory import open_pool
 from tracegen.llm.pool import HostPool
 from tracegen.modes import get_mode
-from tracegen.parsing.tool_parsers import choose_parser
-from tracegen.problems import load_problems
-
-if TYPE_CHECKING:
-    from tracegen.llm.local import LocalBackend
 
 
 def _local_executor() -> type[Executor]:
@@ -75,24 +66,8 @@ async def _run(settings: RunSettings) -> int:
     )
     get_mode(settings.mode)  # an unknown mode is refused before any server is asked
     executor = executor_class(settings.executor)
-    load_prompt(settings.mode, settings.prompts_dir)
-    problems = load_problems(
-        settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
-    )
-    settings = await choose_backend(settings, reporter.info)
-    if starts_small(settings):
-        settings, said = first_run(settings)
-        problems = load_problems(settings.problems, limit=settings.limit)
-        reporter.info(said)
-    mode = get_mode(settings.mode)
-    system_prompt = load_prompt(settings.mode, settings.prompts_dir)
-    runs_in_process(settings, executor)
-    settings = constrained(settings, mode.constrain_auto)
-    local = local_backend(settings) if settings.backend == "local" else None
-    if mode.reads_tool_calls:
-        settings = with_tool_parser(settings, local, reporter.info)
-    generation = settings.generation()
-    plan = Plan(problems, generation, system_prompt, settings.num_samples, settings.seed)
+    setup = await prepare(settings, reporter.info, in_process=executor.in_process)
+    settings, plan, local = setup.settings, setup.plan, setup.local
     output, rejects = settings.output, settings.rejects
     shard: tuple[Shard, Manifest] | None = None
     if settings.shard is not None:
@@ -110,7 +85,7 @@ async def _run(settings: RunSettings) -> int:
         output,
         rejects,
         settings_hash=plan.settings_hash,
-        settings=generation.record(system_prompt),
+        settings=plan.record(),
         overwrite=settings.overwrite,
         warn=reporter.warn,
         plan=shard[1].fingerprint(shard[0].index) if shard is not None else None,
@@ -125,18 +100,16 @@ async def _run(settings: RunSettings) -> int:
             if shard is not None:
                 unmark_done(output)
             if local is not None:
-                reporter.info(local.describe(constrained=settings.constrain == "on"))
+                reporter.info(local.describe(constrained=setup.choices.constrain))
             pool = await open_pool(
                 settings,
                 on_retry=reporter.retry,
                 warn=reporter.warn,
-                continues_message=mode.continues_message,
+                continues_message=setup.mode.continues_message,
                 local=local,
             )
             if local is not None:
                 reporter.info(f"local: model loaded in {local.load_s:.1f}s")
-            if pool.kind is not None:  # what --backend auto found: workers elsewhere use it
-                settings = settings.model_copy(update={"backend": pool.kind})
             try:
                 status = await executor(settings, plan, files, pool, stats, reporter).execute()
             finally:
@@ -150,34 +123,3 @@ async def _run(settings: RunSettings) -> int:
         mark_done(output, *shard)
         reporter.info(f"shard {shard[0]} is done: {output}")
     return status
-
-
-def with_tool_parser(
-    settings: RunSettings, local: LocalBackend | None, say: Callable[[str], None]
-) -> RunSettings:
-    """``settings`` with the family parser ``--tool-parser`` (auto: the embedded model's chat
-    template, else the model's name) chose, said in the run's header."""
-    template = local.local.template or local.local.info.chat_template if local else None
-    choice = choose_parser(settings.tool_parser, template, settings.model)
-    say(f"tool parser: {choice.describe()}")
-    return settings.model_copy(update={"tool_parser_chosen": choice.parser})
-
-
-def constrained(settings: RunSettings, measured: bool) -> RunSettings:
-    """``settings`` with ``constrain`` decided: ``auto`` constrains a mode on the embedded
-    model where the measured table (docs/backends.md, The local backend) says it helps
-    (``measured``)."""
-    on = settings.constrain == "on" or (
-        settings.constrain == "auto" and settings.backend == "local" and measured
-    )
-    return settings.model_copy(update={"constrain": "on" if on else "off"})
-
-
-def runs_in_process(settings: RunSettings, executor: type[Executor]) -> None:
-    """A `ConfigError` when the embedded model would have to serve episodes run elsewhere."""
-    if settings.backend == "local" and not executor.in_process:
-        raise ConfigError(
-            f"--executor {settings.executor} runs episodes in other processes, which cannot "
-            "use the model --backend local runs in this one: give --host a model server "
-            "(Ollama, vLLM, SGLang, llama.cpp's server) or use --executor local"
-        )

@@ -1,0 +1,114 @@
+"""`EpisodeWorker`: the one way an episode runs, wherever it runs.
+
+A worker owns a warm sandbox (`tracegen.sandbox.Sandbox`), a runner over it that counts the
+executions, and the call that holds one episode's conversation (`run_episode`, in the
+episode's logging session). The local executor has one; each Ray actor has one; the Atropos
+and TRL environments and a library user have one. Built from the settings of a
+`tracegen.generate.setup.RunSetup`:
+
+    async with EpisodeWorker(setup.settings, pool) as worker:
+        trace = await worker.run(spec)
+"""
+
+from __future__ import annotations
+
+from tracegen.config import RunSettings
+from tracegen.episode.engine import run_episode
+from tracegen.episode.spec import EpisodeSpec
+from tracegen.llm.base import Backend, session
+from tracegen.modes import get_mode
+from tracegen.sandbox import Sandbox, SandboxLimits
+from tracegen.sandbox.base import CodeRunner
+from tracegen.sandbox.runner import ProcessRun
+from tracegen.schema import ExecResult, Problem, Trace
+
+
+class CountingRunner:
+    """A `CodeRunner` that counts the executions it passes on (``executions``)."""
+
+    def __init__(self, runner: CodeRunner) -> None:
+        self.runner = runner
+        self.isolation = runner.isolation
+        self.executions = 0
+
+    async def run_tests(self, code: str, problem: Problem) -> ExecResult:
+        self.executions += 1
+        return await self.runner.run_tests(code, problem)
+
+    async def run_code(self, code: str) -> ExecResult:
+        self.executions += 1
+        return await self.runner.run_code(code)
+
+    async def run_process(
+        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+    ) -> ProcessRun:
+        """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
+        self.executions += 1
+        return await self.runner.run_process(  # type: ignore[attr-defined]
+            code, timeout_s=timeout_s, output_bytes=output_bytes
+        )
+
+
+class EpisodeWorker:
+    """A warm sandbox and the episodes run on it (see the module docstring).
+
+    ``settings`` give the isolation (``sandbox``), the time each execution may run
+    (``exec_timeout``) and whether programs may import tracegen's packages
+    (``sandbox_packages``); ``backend`` answers the episodes unless `run` is given another;
+    ``concurrency`` caps the executions at once (default: one per core); ``limits`` replace
+    those of ``exec_timeout``.
+    """
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        backend: Backend | None = None,
+        *,
+        concurrency: int | None = None,
+        limits: SandboxLimits | None = None,
+    ) -> None:
+        self.backend = backend
+        self.sandbox = Sandbox(
+            isolation=settings.sandbox,
+            limits=limits or SandboxLimits.for_timeout(settings.exec_timeout),
+            concurrency=concurrency,
+            packages=settings.sandbox_packages,
+        )
+        self.runner = CountingRunner(self.sandbox)
+
+    @property
+    def summary(self) -> str:
+        """The sandbox's isolation and its layers, in one line."""
+        return self.sandbox.summary
+
+    @property
+    def warning(self) -> str | None:
+        """What the sandbox's isolation lacks here, if anything."""
+        return self.sandbox.warning
+
+    @property
+    def executions(self) -> int:
+        return self.runner.executions
+
+    async def open(self) -> EpisodeWorker:
+        """Warm the sandbox (its fork parent)."""
+        await self.sandbox.__aenter__()
+        return self
+
+    async def aclose(self) -> None:
+        await self.sandbox.aclose()
+
+    async def __aenter__(self) -> EpisodeWorker:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def run(self, spec: EpisodeSpec, backend: Backend | None = None) -> Trace:
+        """Run one episode to its trace (`run_episode`): an error no other episode would
+        survive either is raised."""
+        answering = backend or self.backend
+        if answering is None:
+            raise ValueError("EpisodeWorker.run needs a backend: give one to the worker or here")
+        with session(spec.trace_id):
+            return await run_episode(spec, get_mode(spec.settings.mode), answering, self.runner)

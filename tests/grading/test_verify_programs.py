@@ -1,0 +1,136 @@
+"""`tracegen verify SOLUTIONS --problems FILE --json` on program problems, end to end in a
+child process: each dataset's row format, Python and C++, as root and as ``nobody``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.support.contest_rows import LIVECODEBENCH_FUNCTIONAL, SUM_ROWS
+from tests.support.programs import CPP, OUTCOMES, PYTHON
+from tests.support.runs import tracegen
+from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
+from tests.support.unprivileged import NEEDS_ROOT, nobody_dir, run_script_as_nobody
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def verify(tmp_path: Path, row: dict[str, Any], solutions: list[dict[str, Any]]) -> list[Any]:
+    problems = write_jsonl(tmp_path / "problems.jsonl", [row])
+    answers = write_jsonl(tmp_path / "solutions.jsonl", solutions)
+    done = tracegen(["verify", str(answers), "--problems", str(problems), "--json"])
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def shapes(problem_id: str, programs: dict[str, str], language: str) -> list[dict[str, Any]]:
+    return [{"problem_id": problem_id, "code": c, "language": language} for c in programs.values()]
+
+
+PY_SHAPES = [
+    "accepted",
+    "whitespace",
+    "hard-coded",
+    "wrong",
+    "truncated",
+    "extra",
+    "memory",
+    "crash",
+    "outside",
+    "syntax",
+]
+
+
+def test_every_python_shape_gets_its_verdict_with_a_reason(tmp_path: Path) -> None:
+    """(Too slow and infinite programs: `test_each_dataset_format_judges_cpp` and the
+    judge's own tests, in the slow tier.)"""
+    row, problem_id = SUM_ROWS["code_contests"]
+    programs = {name: PYTHON[name] for name in PY_SHAPES}
+    verdicts = verify(tmp_path, row, shapes(problem_id, programs, "python"))
+    got = {name: v["outcome"] for name, v in zip(programs, verdicts, strict=True)}
+    assert got == {name: OUTCOMES[name] for name in programs}
+    for v in verdicts:
+        assert v["language"] == "python"
+        assert (v["status"] == "ok") == (v["outcome"] == "accepted")
+        if v["outcome"] != "accepted":
+            assert v["error"], v  # the reason is named
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", sorted(SUM_ROWS))
+def test_each_dataset_format_judges_python_right_and_wrong(tmp_path: Path, dataset: str) -> None:
+    row, problem_id = SUM_ROWS[dataset]
+    programs = {n: PYTHON[n] for n in ("accepted", "whitespace", "hard-coded", "truncated")}
+    verdicts = verify(tmp_path, row, shapes(problem_id, programs, "python"))
+    assert [v["outcome"] for v in verdicts] == ["accepted", "accepted", "wrong", "wrong"]
+
+
+@pytest.mark.slow
+@NEEDS_GPP
+@pytest.mark.parametrize("dataset", sorted(SUM_ROWS))
+def test_each_dataset_format_judges_cpp(tmp_path: Path, dataset: str) -> None:
+    row, problem_id = SUM_ROWS[dataset]
+    every = dataset == "code_contests"
+    programs = {n: CPP[n] for n in (CPP if every else ("iostream", "hard-coded", "compile"))}
+    verdicts = verify(tmp_path, row, shapes(problem_id, programs, "cpp"))
+    got = {name: v["outcome"] for name, v in zip(programs, verdicts, strict=True)}
+    assert got == {name: OUTCOMES[name] for name in programs}
+
+
+def test_livecodebench_functional_row_end_to_end(tmp_path: Path) -> None:
+    right = "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n        return a + b\n"
+    public_only = "class Solution:\n    def addTwo(self, a, b):\n        return 5\n"
+    uses_prelude = (  # LiveCodeBench's grader imports collections (and more) first
+        "class Solution:\n    def addTwo(self, a: List[int], b) -> int:\n"
+        "        return sum(deque([a, b]))\n"
+    )
+    verdicts = verify(
+        tmp_path,
+        LIVECODEBENCH_FUNCTIONAL,
+        [{"problem_id": "3999", "code": c} for c in (right, public_only, uses_prelude)],
+    )
+    assert [v["outcome"] for v in verdicts] == ["accepted", "wrong", "accepted"]
+
+
+NOBODY_IMPORTS = """
+import asyncio, concurrent.futures.thread, json
+from pathlib import Path
+from tracegen.views.verdict_stream import verify_command
+import tracegen.grading.programs, tracegen.problems.contests, tracegen.sandbox.programs
+"""
+NOBODY_SCRIPT = """
+verify_command(solutions=Path({solutions!r}), problems={problems!r}, output=Path({out!r}),
+               json_out=True, sandbox={isolation!r})
+print(json.dumps([json.loads(line) for line in Path({out!r}).read_text().splitlines()]))
+"""
+
+
+@pytest.mark.slow
+@NEEDS_ROOT
+@NEEDS_GPP
+@pytest.mark.parametrize("isolation", ["builtin", pytest.param("bwrap", marks=NEEDS_BWRAP)])
+def test_verdicts_as_nobody(isolation: str) -> None:
+    row, problem_id = SUM_ROWS["code_contests"]
+    names = ["accepted", "hard-coded", "busy", "memory", "segfault", "outside"]
+    rows = shapes(problem_id, {n: PYTHON[n] for n in names}, "python")
+    cpp_names = ["accepted", "wrong", "segfault", "compile", "outside"]
+    rows += shapes(problem_id, {n: CPP[n] for n in cpp_names}, "cpp")
+    with nobody_dir() as work:
+        problems = write_jsonl(work / "problems.jsonl", [row])
+        solutions = write_jsonl(work / "solutions.jsonl", rows)
+        script = NOBODY_SCRIPT.format(
+            solutions=str(solutions),
+            problems=str(problems),
+            out=str(work / "verdicts.jsonl"),
+            isolation=isolation,
+        )
+        verdicts = run_script_as_nobody(NOBODY_IMPORTS, script, cwd=work, home=str(work))
+    outcomes = [v["outcome"] for v in verdicts]
+    assert outcomes == [OUTCOMES[n] for n in names] + [OUTCOMES[n] for n in cpp_names]

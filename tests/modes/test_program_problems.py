@@ -1,0 +1,80 @@
+"""Program problems in the modes: the model is shown the statement and the public tests,
+execution feedback runs the public tests only, and the verdict runs every test. No byte of
+a private test reaches any request sent to the server."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.support.episodes import Episodes, native_call
+from tracegen.schema import Problem, ProgramLimits, TestCase
+
+SECRET_INPUT, SECRET_OUTPUT = "73190 52811\n", "126001\n"
+PROGRAM = Problem(
+    id="sum",
+    prompt="Read two integers a and b; print a + b.",
+    limits=ProgramLimits(time_s=2, memory_mb=128),
+    tests=[
+        TestCase(name="public", kind="stdio", input="2 3\n", expected="5\n"),
+        TestCase(
+            name="hidden", kind="stdio", input=SECRET_INPUT, expected=SECRET_OUTPUT, private=True
+        ),
+    ],
+)
+RIGHT = "a, b = map(int, input().split())\nprint(a + b)"
+HARD_CODED = "print(5)"
+WRONG = "a, b = map(int, input().split())\nprint(a - b)"
+
+
+def secrets_sent(episodes: Episodes) -> list[str]:
+    """Which pieces of the private test appear in any request the server received."""
+    sent = b"".join(orjson.dumps(body) for _, body, _ in episodes.fake.requests)
+    pieces = ["73190", "52811", "126001"]
+    return [p for p in pieces if p.encode() in sent]
+
+
+async def test_the_prompt_shows_public_tests_only(episodes: Episodes) -> None:
+    trace = await episodes.run(
+        "markers", f"<think>Sum.</think>\n<code>\n{RIGHT}\n</code>", problem=PROGRAM
+    )
+    task = episodes.sent(0)[1][1]
+    assert "2 3" in task and "Expected output" in task and "standard input" in task
+    assert trace.success and trace.verdict is not None and trace.verdict.outcome == "accepted"
+    assert secrets_sent(episodes) == []
+
+
+async def test_feedback_runs_public_tests_and_the_verdict_all_of_them(
+    episodes: Episodes,
+) -> None:
+    trace = await episodes.run(
+        "tool-feedback",
+        f"<think>Subtract?</think>\n<code>\n{WRONG}\n</code>",
+        f"<think>Print the example's answer.</think>\n<code>\n{HARD_CODED}\n</code>",
+        problem=PROGRAM,
+    )
+    feedback = episodes.sent(1)[-1][1]
+    assert "input '2 3\\n': expected '5\\n', got '-1\\n'" in feedback
+    # The hard-coded program passes the public test (the episode ends), not the verdict.
+    assert trace.verdict is not None and not trace.success
+    assert [t.outcome for t in trace.verdict.tests] == ["accepted", "wrong"]
+    assert trace.score == 0.5
+    assert secrets_sent(episodes) == []
+    # Nor anywhere in the trace, so in nothing an export makes of it (prompt side included).
+    written = orjson.dumps(trace.to_json())
+    assert not any(p in written for p in (b"73190", b"52811", b"126001"))
+
+
+@pytest.mark.parametrize("mode", ["native-tools", "inline-tools"])
+async def test_tool_modes_never_send_private_tests(episodes: Episodes, mode: str) -> None:
+    if mode == "native-tools":
+        replies: list = [native_call("print(2 + 3)"), f"```python\n{RIGHT}\n```"]
+    else:
+        call = orjson.dumps({"name": "python", "arguments": {"code": "print(2 + 3)"}}).decode()
+        replies = [
+            f"<think>Try.\n<tool_call>{call}</tool_call>",
+            f"Ok.</think>\n<code>\n{RIGHT}\n</code>",
+        ]
+    trace = await episodes.run(mode, *replies, problem=PROGRAM)
+    assert trace.verdict is not None and trace.verdict.outcome == "accepted", trace.verdict
+    assert secrets_sent(episodes) == []
