@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.contest_rows import LIVECODEBENCH_FUNCTIONAL, SUM_ROWS
 from tests.support.programs import CPP, OUTCOMES, PYTHON
-from tests.support.runs import tracegen
+from tests.support.runs import child_env, tracegen
 from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
 from tests.support.unprivileged import NEEDS_ROOT, nobody_dir, run_script_as_nobody
 
@@ -82,6 +82,28 @@ def test_each_dataset_format_judges_cpp(tmp_path: Path, dataset: str) -> None:
     verdicts = verify(tmp_path, row, shapes(problem_id, programs, "cpp"))
     got = {name: v["outcome"] for name, v in zip(programs, verdicts, strict=True)}
     assert got == {name: OUTCOMES[name] for name in programs}
+
+
+def test_cpp_without_gpp_is_an_error_naming_it_never_the_programs_fault(tmp_path: Path) -> None:
+    """A machine without Debian's g++ (a PATH where it is not found): every C++ solution,
+    right or not, is an `error` naming g++; Python solutions are judged as ever."""
+    row, problem_id = SUM_ROWS["code_contests"]
+    cpp = shapes(problem_id, {n: CPP[n] for n in ("accepted", "wrong", "compile")}, "cpp")
+    untagged = {"problem_id": problem_id, "code": CPP["accepted"]}  # C++ by its #include
+    python = shapes(problem_id, {"accepted": PYTHON["accepted"]}, "python")
+    problems = write_jsonl(tmp_path / "problems.jsonl", [row])
+    answers = write_jsonl(tmp_path / "solutions.jsonl", [*cpp, untagged, *python])
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    args = ["verify", str(answers), "--problems", str(problems), "--json"]
+    done = tracegen(args, env=child_env(PATH=str(empty)))
+    assert done.returncode == 0, done.stderr
+    verdicts = [json.loads(line) for line in done.stdout.splitlines()]
+    for v in verdicts[:4]:
+        assert (v["status"], v["outcome"]) == ("error", "error"), v
+        assert v["error"] == "cannot run cpp: g++ is not installed"
+        assert all(t["outcome"] == "error" for t in v["tests"])
+    assert verdicts[4]["outcome"] == "accepted"
 
 
 def test_livecodebench_functional_row_end_to_end(tmp_path: Path) -> None:

@@ -52,6 +52,19 @@ def test_doctor_names_the_layers_of_the_builtin_isolation(
     assert "builtin:" in row and "(no network)" in row and "landlock ABI" in row
 
 
+def test_doctor_says_what_is_not_installed(no_bubblewrap: None, fake_ollama: FakeOllama) -> None:
+    """Without bubblewrap and g++ (neither on PATH): the sandbox row says bubblewrap is not
+    used and why, a warning row says C++ solutions cannot be judged; still ready (exit 0)."""
+    result = CliRunner().invoke(
+        app, ["doctor", "--host", fake_ollama.url, "--model", "test-model"], env=CLEAN_ENV
+    )
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "bubblewrap not used: bubblewrap (bwrap) is not installed" in out
+    assert "g++ is not installed: C++ solutions are judged `error`" in out
+    assert "apt-get install g++" in out and "ready" in out
+
+
 def test_verify_refuses_to_run_code_without_any_isolation(
     no_isolation: None, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from tracegen.llm.server_backend import PROBE_TIMEOUT_S
 from tracegen.modes import get_mode
 from tracegen.parsing.tool_parsers import choose_parser
 from tracegen.sandbox import detect_isolation
+from tracegen.sandbox.programs import CPP_COMMAND, compiler_missing
 from tracegen.schema import ChatMessage
 from tracegen.terminal import console, text_table, untrusted
 
@@ -76,6 +77,7 @@ async def run_checks(settings: RunSettings) -> list[Check]:
         for host in settings.hosts:
             checks += await check_host(settings, host)
     checks.append(check_sandbox(settings))
+    checks.append(check_compiler())
     return checks
 
 
@@ -261,11 +263,24 @@ def check_sandbox(settings: RunSettings) -> Check:
     except TracegenError as e:
         return Check("sandbox", "fail", str(e))
     detail = f"{info.name}: {info.detail}" if info.detail else info.name
+    if info.bwrap_problem:
+        detail += f"; bubblewrap not used: {info.bwrap_problem}"
     if info.warning:
         return Check("sandbox", "warn", f"{detail} ({info.warning})")
     if settings.backend == "local" and info.name == "rlimit":
         return Check("sandbox", "warn", f"{detail}; {RLIMIT_AND_LOCAL}")
     return Check("sandbox", "ok", detail)
+
+
+def check_compiler() -> Check:
+    """Whether C++ solutions of program problems can be judged here."""
+    if (missing := compiler_missing("cpp")) is not None:
+        return Check("c++", "warn", f"{missing}: C++ solutions are judged `error` ({GPP_HINT})")
+    return Check("c++", "ok", f"g++ compiles C++ solutions ({CPP_FLAGS})")
+
+
+GPP_HINT = "`apt-get install g++` to judge them"
+CPP_FLAGS = " ".join(CPP_COMMAND[1:3])
 
 
 RLIMIT_AND_LOCAL = (

@@ -61,3 +61,5 @@ class IsolationInfo(BaseModel):
     warning: str | None = None
     network_isolated: bool = False
     filesystem_isolated: bool = False
+    bwrap_problem: str | None = None
+    """Why bubblewrap is not used (``auto`` fell back to the built-in isolation)."""

@@ -444,6 +444,7 @@ def detect_isolation(choice: str = "auto") -> IsolationInfo:
         warning=warning,
         network_isolated=layers.namespaces is not None,
         filesystem_isolated=layers.landlock > 0,
+        bwrap_problem=why_not_bwrap,
     )
 
 
