@@ -10,7 +10,7 @@ scripts did), then model turns alone (the backend's chat requests, each answer p
 its logprobs, no sandbox and no trace: "CPU ms/turn" of a multi-turn mode's turn), and peak
 RSS for 200 and 2000 episodes.
 
-    python benchmarks/throughput.py                  # the README table (a few minutes)
+    python benchmarks/throughput.py                  # docs/performance.md (a few minutes)
     python benchmarks/throughput.py --quick          # fewer episodes, for a smoke check
     python benchmarks/throughput.py --server openai  # the OpenAI-compatible stand-in (vLLM)
     python benchmarks/throughput.py --parsers        # model turns alone, by HTTP parser

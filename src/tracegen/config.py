@@ -47,6 +47,16 @@ MAX_ANSWER_BYTES = 2**40
 """The most ``max_answer_bytes`` may be: 1 TiB."""
 MIN_SECONDS = 0.001
 MAX_SECONDS = 7 * 86_400
+REQUEST_TIMEOUT_S = 600.0
+"""Seconds one model request may take, by default."""
+RETRY_ATTEMPTS = 5
+RETRY_INITIAL_S = 1.0
+RETRY_MAX_S = 30.0
+RETRY_MAX_WAITING_S = 120.0
+"""How a model request is tried again, by default (`tracegen.llm.retries.RetryPolicy`): at most
+``RETRY_ATTEMPTS`` tries, waiting a random time up to ``RETRY_INITIAL_S · 2^n`` capped at
+``RETRY_MAX_S``, at most ``RETRY_MAX_WAITING_S`` in all. Declared here once: the settings, the
+policy and the backends take these."""
 _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 GENERATION_PANEL = "Generation"
@@ -335,14 +345,14 @@ class RunSettings(GenerationSettings):
         "local Ray).",
     )
     request_timeout_s: float = Field(
-        default=600.0,
+        default=REQUEST_TIMEOUT_S,
         ge=MIN_SECONDS,
         le=MAX_SECONDS,
         description="Seconds one model request may take.",
         json_schema_extra=NO_CLI,
     )
     max_attempts: int = Field(
-        default=5,
+        default=RETRY_ATTEMPTS,
         ge=1,
         le=MAX_STEPS,
         description="Tries per model request.",
@@ -364,7 +374,7 @@ class RunSettings(GenerationSettings):
         json_schema_extra=NO_CLI,
     )
     retry_initial_s: float = Field(
-        default=1.0,
+        default=RETRY_INITIAL_S,
         ge=0,
         le=MAX_SECONDS,
         description="First retry wait, doubling.",

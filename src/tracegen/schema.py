@@ -216,6 +216,12 @@ class Problem(Extended):
     def public_tests(self) -> list[TestCase]:
         return [t for t in self.tests if not t.private]
 
+    @model_validator(mode="after")
+    def _functional_tests_name_their_entry_point(self) -> Problem:
+        if not self.entry_point and any(t.kind == "functional" for t in self.tests):
+            raise ValueError("functional tests need an entry_point (name or Class.method)")
+        return self
+
     @field_validator("input_file", "output_file")
     @classmethod
     def _plain_file_name(cls, v: str | None) -> str | None:
@@ -546,31 +552,57 @@ class Trace(Record):
     """One episode: the exact conversation, its typed steps, the verdict and the metrics."""
 
     schema_: Literal["tracegen.trace/1"] = Field(default=TRACE_SCHEMA, alias="schema")
+    """The record's format and version."""
     id: str
+    """Stable and unique per problem, sample, mode, model and settings."""
     problem_id: str
+    """The problem the episode solved."""
     sample: Index = 0
+    """Which sample of the problem (0, 1, …)."""
     mode: str
+    """The conversation protocol (docs: Modes)."""
     model: str
+    """The model as the server knows it (or the embedded model's name)."""
     hosts: list[str] = Field(default_factory=list)
+    """The servers that answered the episode's requests."""
     created_at: datetime = Field(default_factory=_now)
+    """When the episode ended (UTC)."""
     settings_hash: str = ""
+    """A hash of the settings and system prompt that shaped it: resume refuses to mix them."""
     messages: list[ChatMessage] = Field(default_factory=list)
+    """The exact messages exchanged, system prompt first."""
     steps: list[Step] = Field(default_factory=list)
+    """Typed steps (think, code, result, tool call…), each marked as written by the model or
+    the system."""
     final_code: str | None = None
+    """The program judged: the mode's final code."""
     final_answer: str | None = None
+    """A math problem's answer, as the final program printed it."""
     verdict: ExecResult | None = None
+    """The judge's result: status and per-test results on the problem's tests."""
     score: float = 0.0
+    """Tests passed / tests."""
     success: bool = False
+    """Every test passed."""
     reward: float = -1.0
+    """``2·score − 1`` plus structure bonuses, in [−1, 1] (docs: Training)."""
     is_ideal: bool = False
+    """Success and the mode's structure criteria (docs: Modes)."""
     metrics: Metrics = Field(default_factory=Metrics)
+    """Counts: think segments, code blocks, executions, tool calls, parse failures, turns."""
     logprobs: list[TurnLogprobs] = Field(default_factory=list)
+    """Per assistant turn, each sampled token's logprob (and id where the server gave ids)."""
     logprobs_status: LogprobsStatus = "not_requested"
+    """``present``, ``absent`` (the server returned none) or ``not_requested``."""
     logprobs_kind: LogprobsKind = "unknown"
+    """Which distribution the logprobs come from: ``raw``, ``processed`` or ``unknown``."""
     sampling: Sampling | None = None
     """The sampler's settings (None in traces written before tracegen recorded them)."""
     continuation: ContinueMethod | None = None
+    """How ``inline-tools`` continued its message (prefill, raw, continue)."""
     token_requests: list[TokenRequest] = Field(default_factory=list)
+    """Per model request, where the backend knows token ids: the ids of the whole prompt the
+    model saw and of every token it sampled (a stop string's included)."""
     grammars: dict[str, str] = Field(default_factory=dict)
     """The grammars decoding was constrained to (name → sha256 of the GBNF text); empty when
     it was not. Logprobs of a constrained trace describe the model, not the masked sampler."""
@@ -578,7 +610,9 @@ class Trace(Record):
     """``native-tools``: how the tools reached the model and how its calls were read (left out
     of the JSON when unset)."""
     usage: Usage = Field(default_factory=Usage)
+    """Tokens and timings of the episode's requests."""
     error: TraceError | None = None
+    """Why the episode failed (kind, reason, message); absent when it did not."""
 
     @field_validator("score")
     @classmethod

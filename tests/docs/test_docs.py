@@ -71,6 +71,29 @@ def test_cli_reference_is_generated_for_every_command():
     assert "--num-samples" in reference  # options come with their help
 
 
+def test_the_settings_page_shows_every_setting_with_its_variables_and_default():
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    from reference_tables import settings_reference
+
+    from tracegen.config import RunSettings
+
+    page = settings_reference()
+    for name in RunSettings.model_fields:
+        assert f"| `{name}` |" in page, name
+    assert "`TRACEGEN_HOSTS`, `OLLAMA_HOST`" in page and "| `0.7` |" in page
+
+
+def test_the_trace_record_table_says_what_every_field_means():
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    from reference_tables import trace_reference
+
+    from tracegen.schema import Trace
+
+    rows = trace_reference().splitlines()[2:]
+    assert len(rows) == len(Trace.model_fields)
+    assert all(not row.endswith("|  |") for row in rows), [r for r in rows if r.endswith("|  |")]
+
+
 def test_the_pages_have_runnable_examples():
     assert len(runnable_blocks()) >= 2
 
@@ -90,6 +113,8 @@ def test_site_builds_strictly(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "reference/cli/index.html").read_text().count("tracegen run") > 1
+    assert "TRACEGEN_HOSTS" in (tmp_path / "reference/settings/index.html").read_text()
+    assert "settings_hash" in (tmp_path / "trace-record/index.html").read_text()
 
 
 @pytest.mark.slow

@@ -114,8 +114,10 @@ def test_auto_picks_each_family_from_its_chat_template(parser: str) -> None:
 NAME_ONLY = {
     # Families whose chat template we hold no copy of: picked by the model's name, and by the
     # markers their parsers read (TEMPLATE_MARKERS) when a template writes them.
+    "apertus",
     "deepseek_v32",
     "gigachat3",
+    "lfm2",
     "longcat",
     "seed_oss",
     "step3",
@@ -143,6 +145,7 @@ def test_every_family_can_be_picked_from_a_template_or_its_name() -> None:
         ("zai-org/GLM-4.5-Air", "glm45"),
         ("openai/gpt-oss-20b", "openai"),
         ("ibm-granite/granite-3.3-8b-instruct", "granite"),
+        ("ibm-granite/granite-4.0-h-tiny", "granite4"),
         ("microsoft/Phi-4-mini-instruct", "phi4_mini_json"),
         ("Salesforce/Llama-xLAM-2-8b-fc-r", "xlam"),
         ("MiniMaxAI/MiniMax-M1-40k", "minimax"),
@@ -157,6 +160,8 @@ def test_every_family_can_be_picked_from_a_template_or_its_name() -> None:
         ("allenai/Olmo-3-7B-Instruct", "olmo3"),
         ("ai-sage/GigaChat3-10B-A1.8B", "gigachat3"),
         ("deepseek-ai/DeepSeek-V3.2", "deepseek_v32"),
+        ("LiquidAI/LFM2.5-1.2B-Instruct", "lfm2"),
+        ("swiss-ai/Apertus-8B-Instruct-2509", "apertus"),
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v31"),
     ],
 )

@@ -41,9 +41,9 @@ VLLM_PARSERS = (
 )
 
 # Names that arrived in later vLLM files beside those above (gigachat3:
-# vllm/entrypoints/openai/tool_parsers/gigachat3_tool_parser.py; glm47:
+# vllm/entrypoints/openai/tool_parsers/gigachat3_tool_parser.py; glm47, lfm2, granite4, apertus:
 # vllm/tool_parsers/__init__.py)
-VLLM_LATER = ("gigachat3", "glm47")
+VLLM_LATER = ("gigachat3", "glm47", "lfm2", "granite4", "apertus")
 
 
 def test_every_vllm_parser_name_is_known_to_tracegen() -> None:

@@ -31,3 +31,16 @@ def test_a_program_is_complete_when_it_parses_and_returns_from_the_entry_point(
     code: str, entry: str | None, complete: bool
 ) -> None:
     assert is_complete(code, entry) is complete
+
+
+def test_a_whole_program_is_complete_once_it_can_run() -> None:
+    """Program problems: a C++ program with ``main`` and its braces closed, a Python one that
+    reads or prints, a LeetCode class whose method returns."""
+    from tracegen.parsing.program import is_complete
+
+    assert is_complete('#include <cstdio>\nint main(){ puts("5"); }\n', None)
+    assert not is_complete("#include <cstdio>\nint main(){ if (1) {\n", None)
+    assert is_complete("a, b = map(int, input().split())\nprint(a + b)\n", None)
+    solution = "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n"
+    assert is_complete(solution, "Solution.twoSum")
+    assert not is_complete(solution, "Solution.threeSum")

@@ -105,8 +105,21 @@ def test_a_call_whose_function_name_is_not_a_name_is_reported_not_made(
         ("step3", "<｜tool_calls_begin｜>" + '<steptml:invoke name="f">' * 20_000),
         ("deepseek_v32", "<｜DSML｜function_calls>" + '<｜DSML｜parameter name="a">' * 20_000),
         ("jamba", "<tool_calls>[" + '{"name": ' * 20_000),
+        ("lfm2", "<|tool_call_start|>" + "[a(" * 20_000),
+        ("apertus", "<|tools_prefix|>" + '[{"a": ' * 20_000),
     ],
-    ids=["internlm", "longcat", "gigachat3", "olmo3", "seed_oss", "step3", "dsml", "jamba"],
+    ids=[
+        "internlm",
+        "longcat",
+        "gigachat3",
+        "olmo3",
+        "seed_oss",
+        "step3",
+        "dsml",
+        "jamba",
+        "lfm2",
+        "apertus",
+    ],
 )
 def test_a_hostile_text_in_a_newer_family_is_read_in_linear_time(parser: str, text: str) -> None:
     _, calls = extract_tool_calls(text, parser=parser)

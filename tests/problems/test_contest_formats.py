@@ -136,3 +136,13 @@ def test_a_decompression_bomb_is_refused(monkeypatch: pytest.MonkeyPatch) -> Non
     bomb = base64.b64encode(zlib.compress(pickle.dumps("x" * (2 << 20)), 9)).decode()
     with pytest.raises(ValueError, match="expands to more than"):
         decode_lcb_tests(bomb)
+
+
+def test_functional_tests_without_an_entry_point_are_refused_when_loaded(tmp_path: Path) -> None:
+    row = {
+        "id": "f",
+        "prompt": "p",
+        "tests": [{"name": "t", "kind": "functional", "args": [1], "expected": 1}],
+    }
+    with pytest.raises(ProblemFileError, match=r"rows.jsonl:1: .*entry_point"):
+        load_row(tmp_path, row)

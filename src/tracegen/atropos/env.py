@@ -39,12 +39,6 @@ from atroposlib.envs.base import BaseEnv, BaseEnvConfig
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline
 from pydantic import Field, ValidationError, create_model
 from pydantic_cli import FailedExecutionException, run_and_exit
-from tenacity import (
-    retry,
-    retry_if_not_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
 from tracegen.atropos.groups import (
     EpisodeMeans,
@@ -57,7 +51,15 @@ from tracegen.atropos.groups import (
 from tracegen.atropos.settings import TokenIds, run_settings, tracegen_fields
 from tracegen.config import RunSettings
 from tracegen.episode.spec import EpisodeSpec
-from tracegen.errors import BackendUnavailable, ConfigError, TracegenError
+from tracegen.errors import (
+    BackendError,
+    BackendUnavailable,
+    BadRequest,
+    ConfigError,
+    ServerError,
+    TracegenError,
+)
+from tracegen.export.tokens.gguf_hf import cached_hf_tokenizer
 from tracegen.export.tokens.sequences import Decoder
 from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
 from tracegen.generate.plan import Plan
@@ -65,7 +67,9 @@ from tracegen.generate.setup import RunSetup, prepare
 from tracegen.generate.worker import EpisodeWorker
 from tracegen.jsonl import JsonlWriter
 from tracegen.llm.factory import open_pool
+from tracegen.llm.packaged import PACKAGED, find_model
 from tracegen.llm.pool import HostPool
+from tracegen.llm.retries import RetryPolicy
 from tracegen.problems import load_problems
 from tracegen.schema import Problem, Trace
 from tracegen.terminal import one_line, printable
@@ -85,8 +89,12 @@ RETRY_ROUNDS = 10_000
 """Added to the round of a group run again, so its episodes get new ids and seeds."""
 
 
-class _Refused(Exception):
-    """The API answered a group with a client error: sending it again would not help."""
+API_RETRIES = RetryPolicy(attempts=3, max_s=10.0)
+"""How a group is sent again to Atropos's API: tracegen's one retry policy, three tries."""
+
+
+class _NotDelivered(Exception):
+    """The API did not take a group, after its tries."""
 
 
 TracegenEnvConfig = create_model(
@@ -147,13 +155,19 @@ class TracegenEnv(BaseEnv):
             model_name=server.model_name,
             api_key=getattr(server, "api_key", None),
         )
+        self.tokenizer_source = _tokenizer_source(config.tokenizer_name)
+        """``--env.tokenizer_name`` as given (a GGUF file, or a packaged model's, is read by
+        llama.cpp to retokenize)."""
+        if self.tokenizer_source.suffix == ".gguf":
+            made = cached_hf_tokenizer(self.tokenizer_source)  # what AutoTokenizer reads
+            config = config.model_copy(update={"tokenizer_name": str(made)})
         try:
             super().__init__(config, server_configs, slurm=slurm, testing=testing)
         except (OSError, ValueError) as e:
             reason = " ".join(str(e).split())[:200]
             raise ConfigError(
                 f"--env.tokenizer_name {config.tokenizer_name}: cannot load it ({reason}); "
-                "give a local Hugging Face tokenizer directory"
+                "give a local Hugging Face tokenizer directory or the model's .gguf file"
             ) from None
         self.sent_groups = 0
         self.unsent_groups = 0
@@ -188,7 +202,7 @@ class TracegenEnv(BaseEnv):
         self.problems = setup.problems
         self.plan: Plan = setup.plan_for(self.problems, 1)
         if self.config.token_ids == "retokenized":
-            self.retokenizer = load_tokenizer(Path(self.config.tokenizer_name))
+            self.retokenizer = load_tokenizer(self.tokenizer_source)
         self.pool = await open_pool(
             s, on_retry=log.info, warn=_say, continues_message=setup.mode.continues_message
         )
@@ -306,25 +320,28 @@ class TracegenEnv(BaseEnv):
             raise
         self.sent_groups += len(groups)
 
-    @retry(
-        stop=stop_after_attempt(3),
-        wait=wait_random_exponential(multiplier=1, max=10),
-        retry=retry_if_not_exception_type((_Refused, asyncio.CancelledError)),
-        reraise=True,
-    )
     async def _post(self, scored_data: Any) -> None:
-        """One POST of a group (or list of groups); a `_Refused` on a 4xx, an exception on a
-        5xx or no answer (retried)."""
+        """POST a group (or list of groups), tried again as `API_RETRIES` says: a 5xx or no
+        answer is retried, a 4xx is not (sending it again would not help)."""
+        try:
+            await API_RETRIES.call(lambda: self._post_once(scored_data))
+        except BackendError as e:
+            raise _NotDelivered(str(e)) from None
+
+    async def _post_once(self, scored_data: Any) -> None:
         path = "/scored_data_list" if isinstance(scored_data, list) else "/scored_data"
         url = self.config.rollout_server_url + path
-        async with (
-            aiohttp.ClientSession() as http,
-            self._post_json_with_compression(http, url, scored_data) as resp,
-        ):
-            if resp.status >= 400:
-                body = " ".join((await resp.text()).split())[:200]
-                problem = f"{url} answered {resp.status}: {body}"
-                raise (_Refused if resp.status < 500 else RuntimeError)(problem)
+        try:
+            async with (
+                aiohttp.ClientSession() as http,
+                self._post_json_with_compression(http, url, scored_data) as resp,
+            ):
+                if resp.status >= 400:
+                    body = " ".join((await resp.text()).split())[:200]
+                    problem = f"{url} answered {resp.status}: {body}"
+                    raise (BadRequest if resp.status < 500 else ServerError)(problem)
+        except aiohttp.ClientError as e:
+            raise BackendUnavailable(f"{url}: {type(e).__name__}: {e}") from None
 
     def _keep_unsent(self, groups: Sequence[dict[str, Any]], reason: str) -> None:
         path = Path(self.config.unsent_path)
@@ -345,11 +362,10 @@ class TracegenEnv(BaseEnv):
                 raise
         except TracegenError:
             raise
-        except Exception as e:  # aiohttp's, or tenacity's RetryError around them
-            cause = e.last_attempt.exception() if hasattr(e, "last_attempt") else e
+        except Exception as e:  # a group not delivered, or aiohttp's while polling
+            cause = str(e) if isinstance(e, _NotDelivered) else f"{type(e).__name__}: {e}"
             self._fatal = BackendUnavailable(
-                f"the Atropos API at {self.config.rollout_server_url} failed "
-                f"({type(cause).__name__}: {cause})"
+                f"the Atropos API at {self.config.rollout_server_url} failed ({cause})"
             )
         finally:
             await self._wind_down()
@@ -396,9 +412,7 @@ class TracegenEnv(BaseEnv):
         """Run the eval split (``--env.eval_problems``, else the training problems),
         ``--env.num_samples`` episodes a problem, and report pass@1 and pass@k."""
         s = self.run_settings
-        problems: Sequence[Problem] = self.problems
-        if self.config.eval_problems is not None:
-            problems = load_problems(self.config.eval_problems)
+        problems = evaluation_problems(self.config.eval_problems, s.limit, self.problems)
         plan = self.run_setup.plan_for(problems, s.num_samples)
         started = time.time()
         limit = asyncio.Semaphore(max(1, self.config.max_eval_workers))
@@ -474,3 +488,21 @@ def _exit_status(error: BaseException) -> int:
     if isinstance(error, KeyboardInterrupt):
         return 130
     raise error
+
+
+def evaluation_problems(
+    source: str | None, limit: int | None, training: Sequence[Problem]
+) -> Sequence[Problem]:
+    """The problems ``evaluate`` runs: ``--env.eval_problems`` (its first ``--env.limit``),
+    else the training problems (already limited)."""
+    if source is None:
+        return training
+    return load_problems(source, limit=limit)
+
+
+def _tokenizer_source(name: str) -> Path:
+    """``--env.tokenizer_name``: a packaged model's name (``smollm2-135m``, what ``python -m
+    tracegen.serve`` serves) is its GGUF file; anything else a path."""
+    if name in PACKAGED:
+        return find_model(name).info.path
+    return Path(name)

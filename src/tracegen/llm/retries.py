@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
+from tracegen.config import RETRY_ATTEMPTS, RETRY_INITIAL_S, RETRY_MAX_S, RETRY_MAX_WAITING_S
 from tracegen.errors import BackendError
 from tracegen.llm.base import RetryListener
 
@@ -28,10 +29,10 @@ T = TypeVar("T")
 class RetryPolicy:
     """How a backend's requests are retried (see the module docstring)."""
 
-    attempts: int = 5
-    max_waiting_s: float = 120.0
-    initial_s: float = 1.0
-    max_s: float = 30.0
+    attempts: int = RETRY_ATTEMPTS
+    max_waiting_s: float = RETRY_MAX_WAITING_S
+    initial_s: float = RETRY_INITIAL_S
+    max_s: float = RETRY_MAX_S
     on_retry: RetryListener | None = None
     """Told each retry in one line (the error, the attempt, the wait)."""
 

@@ -16,6 +16,7 @@
   ``hunyuan_a13b``).
 - ``internlm`` (InternLM2, Intern-S1): ``<|action_start|><|plugin|>{…}<|action_end|>``.
   ``longcat`` (LongCat-Flash): ``<longcat_tool_call>{…}</longcat_tool_call>``.
+- ``apertus`` (Apertus): ``<|tools_prefix|>[{"name": {…arguments}}, …]<|tools_suffix|>``.
 - ``gigachat3``: ``function call`` (or ``function call<|role_sep|>``, ``<|function_call|>``)
   followed by one JSON call.
 - ``deepseek_v3``: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>name`` then a fenced JSON block;
@@ -451,3 +452,35 @@ def gigachat3(text: str, tools: Tools = None) -> TextToolCalls | None:
     read_json_call(text[start:end], found)
     before = text[: marker.start()].rstrip().removesuffix(_GIGACHAT_SEPARATOR)
     return found.finish(before + text[end:])
+
+
+# ------------------------------------------------------------------ apertus
+
+_APERTUS_PREFIX = "<|tools_prefix|>"
+_APERTUS_SUFFIX = "<|tools_suffix|>"
+
+
+def apertus(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<|tools_prefix|>`` then a JSON list of ``{"name": {arguments}}`` (Apertus)."""
+    at = text.find(_APERTUS_PREFIX)
+    if at < 0:
+        return None
+    found = TextToolCalls(text)
+    start = at + len(_APERTUS_PREFIX)
+    start += len(text[start:]) - len(text[start:].lstrip())
+    end = balanced_end(text, start) if text.startswith("[", start) else None
+    loaded = load_json(text[start:end]) if end is not None else None
+    if loaded is None or not isinstance(loaded[0], list):
+        found.failures.append(f"{_APERTUS_PREFIX} not followed by a whole JSON list of calls")
+        return found
+    for item in loaded[0]:
+        if not (isinstance(item, dict) and len(item) == 1):
+            found.failures.append('an Apertus call is not {"name": {arguments}}')
+            continue
+        ((name, arguments),) = item.items()
+        if not isinstance(arguments, dict):
+            found.failures.append(f"{str(name)[:80]!r}: the arguments are not a JSON object")
+            continue
+        found.add_arguments(str(name), arguments)
+    after = text[end:].lstrip().removeprefix(_APERTUS_SUFFIX)
+    return found.finish(text[:at] + after)

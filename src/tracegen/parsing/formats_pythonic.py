@@ -4,12 +4,14 @@
   the text (as SGLang reads them); a list that cannot be read is reported when it ends the
   message, and left as prose elsewhere.
 - ``llama4_pythonic``: the same, maybe between ``<|python_start|>`` and ``<|python_end|>``.
+- ``lfm2`` (LFM2, LFM2.5): a list of calls between ``<|tool_call_start|>`` and
+  ``<|tool_call_end|>``.
 - ``olmo3`` (Olmo 3): one call a line, no list, between ``<function_calls>`` and
   ``</function_calls>``; JSON's ``true``, ``false`` and ``null`` are read as Python's.
 
 Arguments are keywords whose values are Python literals (strings, numbers, ``True``/``None``,
 lists, dicts); read with `ast`, never evaluated. Source: vLLM ``pythonic_tool_parser.py`` and
-``llama4_pythonic_tool_parser.py``, ``olmo3_tool_parser.py``.
+``llama4_pythonic_tool_parser.py``, ``lfm2_tool_parser.py``, ``olmo3_tool_parser.py``.
 """
 
 from __future__ import annotations
@@ -166,3 +168,35 @@ def olmo3(text: str, tools: Tools = None) -> TextToolCalls | None:
     for name, arguments in calls:
         found.add_arguments(name, arguments)
     return found.finish(text[: block.start()] + text[block.end() :])
+
+
+_LFM2 = re.compile(r"<\|tool_call_start\|>(.*?)(?:<\|tool_call_end\|>|\Z)", re.DOTALL)
+
+
+def lfm2(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """Lists of keyword calls between ``<|tool_call_start|>`` and ``<|tool_call_end|>``."""
+    blocks = list(_LFM2.finditer(text))
+    if not blocks:
+        return None
+    found = TextToolCalls(text)
+    kept, pos = [], 0
+    for block in blocks:
+        body = block.group(1).strip()
+        if body.replace(" ", "") == "[]":  # no call
+            kept.append(text[pos : block.start()])
+            pos = block.end()
+            continue
+        try:
+            calls = _read(body)
+        except (_NotACall, RecursionError) as e:
+            found.failures.append(str(e))
+            continue
+        if calls is None:
+            found.failures.append("<|tool_call_start|> not followed by a list of calls")
+            continue
+        kept.append(text[pos : block.start()])
+        pos = block.end()
+        for name, arguments in calls:
+            found.add_arguments(name, arguments)
+    kept.append(text[pos:])
+    return found.finish("".join(kept))

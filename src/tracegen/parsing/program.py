@@ -49,9 +49,19 @@ def defines(code: str, name: str | None) -> bool:
     return name is not None and name in _defined(code)
 
 
+_MAIN = re.compile(r"\bint\s+main\s*\(")
+
+
 def is_complete(code: str, entry_point: str | None) -> bool:
     """The code parses and defines the entry point with a ``return`` (or, without an entry
     point, prints something)."""
+    if entry_point is None and _MAIN.search(code):  # a C++ program: main, braces closed
+        depth = 0
+        for char in code:
+            depth += (char == "{") - (char == "}")
+            if depth < 0:
+                return False
+        return depth == 0 and "}" in code
     try:
         tree = ast.parse(code)
     except SyntaxError:

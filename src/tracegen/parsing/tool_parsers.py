@@ -15,6 +15,7 @@ from __future__ import annotations
 from tracegen.errors import ConfigError
 from tracegen.parsing.autodetect import Choice, detect_tool_parser
 from tracegen.parsing.formats_json import (
+    apertus,
     deepseek,
     gigachat3,
     granite,
@@ -39,7 +40,7 @@ from tracegen.parsing.formats_markup import (
     step3,
     step_deepresearch,
 )
-from tracegen.parsing.formats_pythonic import llama4_pythonic, olmo3, pythonic
+from tracegen.parsing.formats_pythonic import lfm2, llama4_pythonic, olmo3, pythonic
 from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools
 from tracegen.schema import ToolCall
 
@@ -67,6 +68,8 @@ PARSERS: dict[str, Parser] = {
     "longcat": longcat,
     "gigachat3": gigachat3,
     "olmo3": olmo3,
+    "lfm2": lfm2,
+    "apertus": apertus,
     "seed_oss": seed_oss,
     "step3": step3,
     "step_deepresearch": step_deepresearch,
@@ -86,6 +89,7 @@ ALIASES: dict[str, str] = {
     "jamba": "minimax",
     "hunyuan_a13b": "minimax",
     "ernie45": "hermes",
+    "granite4": "hermes",
     # SGLang's names (python/sglang/srt/function_call/function_call_parser.py)
     "deepseekv3": "deepseek_v3",
     "deepseekv31": "deepseek_v31",
@@ -97,8 +101,8 @@ ALIASES: dict[str, str] = {
     "step3p5": "qwen3_coder",
 }
 """Other names for the same formats: vLLM's names for a layout another family shares (Jamba
-and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 writes Hermes'), SGLang's,
-tracegen's earlier ones."""
+and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes'),
+SGLang's, tracegen's earlier ones."""
 
 TRY_ORDER: tuple[str, ...] = (
     "kimi_k2",
@@ -114,6 +118,8 @@ TRY_ORDER: tuple[str, ...] = (
     "internlm",
     "longcat",
     "olmo3",
+    "lfm2",
+    "apertus",
     "hermes",
     "minimax",
     "mistral",

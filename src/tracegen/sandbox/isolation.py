@@ -197,7 +197,8 @@ def bwrap_prefix(root: bool, binds: list[str] | None = None) -> list[str]:
 def _uid_note() -> str:
     if running_as_root():
         cgroups = cgroup_version()
-        own = f", in cgroups of its own ({cgroups}: memory with swap, pids)" if cgroups else ""
+        what = "memory with swap, pids" if cgroups == "v2" else "memory with swap"
+        own = f", in a cgroup of its own ({cgroups}: {what})" if cgroups else ""
         return f"; each execution under its own unprivileged uid (from {UID_BASE}){own}"
     return "; executions run under your uid"
 
@@ -235,6 +236,7 @@ class Cgroups:
         version = cgroup_version()
         if version is None:
             return None
+        _remove_stale_cgroups()
         name = f"tracegen-{os.getpid()}-{os.urandom(4).hex()}"
         memory, processes = str(limits["memory_mb"] << 20), str(limits["processes"])
         made: list[str] = []
@@ -248,7 +250,10 @@ class Cgroups:
                                 ("pids.max", processes)]}  # fmt: skip
             else:
                 files = {}
-                for controller in ("memory", "pids"):
+                # v1's memory only: each controller is one more move into a cgroup per
+                # execution (and a wait for RCU), and as root each execution's own uid
+                # already counts its processes (RLIMIT_NPROC).
+                for controller in ("memory",):
                     base = str(_CGROUP / controller / name)
                     os.mkdir(base, 0o700)
                     made.append(base)
@@ -263,6 +268,7 @@ class Cgroups:
         return cls(made, files)
 
     def remove(self) -> None:
+        """Remove them, and their slots' cgroups (empty once the zygote is gone)."""
         for d in reversed(self.dirs):
             with contextlib.suppress(OSError):
                 for child in os.scandir(d):
@@ -414,3 +420,16 @@ def count_own_processes() -> int:
             except OSError:
                 continue
     return count
+
+
+def _remove_stale_cgroups() -> None:
+    """Remove the cgroups of tracegen processes that ended without removing theirs (killed)."""
+    for parent in (_CGROUP, _CGROUP / "memory", _CGROUP / "pids"):
+        try:
+            entries = list(os.scandir(parent))
+        except OSError:
+            continue
+        for entry in entries:
+            pid = entry.name.split("-")[1] if entry.name.startswith("tracegen-") else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                Cgroups([entry.path], {}).remove()

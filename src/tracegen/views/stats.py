@@ -263,12 +263,7 @@ class Stats:
         for strategy, n in metrics.parse_strategies.items():
             self.strategies[strategy] += n
         self.logprobs[facts.logprobs_status] += 1
-        verdict = facts.verdict
-        if verdict is not None and verdict.outcome is not None:
-            self.outcomes[verdict.outcome] += 1
-            for test in verdict.tests or ():
-                if test.outcome is not None:
-                    self.test_outcomes[test.outcome] += 1
+        self._count_outcomes(facts.verdict)
         self.assistant_turns += sum(m.role == "assistant" for m in facts.messages or ())
         self.turns_with_logprobs += len(facts.logprobs or ())
         self.model_requests += facts.usage.requests if facts.usage else 0
@@ -308,6 +303,9 @@ class Stats:
             for strategy, n in m.parse_strategies.items():
                 self.strategies[strategy] += n
         self.logprobs.update(map(attrgetter("logprobs_status"), items))
+        for f in items:
+            if f.verdict is not None:
+                self._count_outcomes(f.verdict)
         roles = Counter(
             map(attrgetter("role"), chain.from_iterable(f.messages or () for f in items))
         )
@@ -315,6 +313,14 @@ class Stats:
         self.turns_with_logprobs += sum(len(f.logprobs or ()) for f in items)
         self.model_requests += sum(f.usage.requests for f in items if f.usage)
         self.requests_with_token_ids += sum(len(f.token_requests or ()) for f in items)
+
+    def _count_outcomes(self, verdict: VerdictFacts | None) -> None:
+        """A program problem's verdict and tests, by outcome (other verdicts have none)."""
+        if verdict is not None and verdict.outcome is not None:
+            self.outcomes[verdict.outcome] += 1
+            for test in verdict.tests or ():
+                if test.outcome is not None:
+                    self.test_outcomes[test.outcome] += 1
 
     @staticmethod
     def _add_groups(
