@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "openenv": 5,
     "verifiers_env": 5,
     "nemo_gym": 5,
+    "serve": 5,
     "__init__": 0,
     "__main__": 6,
 }
@@ -187,6 +188,17 @@ def test_every_console_is_the_sanitising_one() -> None:
         and _calls(path, "Console")
     ]
     assert not made, "make consoles with tracegen.terminal.console: " + ", ".join(made)
+
+
+def test_every_table_is_drawn_by_the_one_helper() -> None:
+    """Commands draw tables with `tracegen.terminal.text_table`, whose cells are text by
+    default, never markup: no other module makes a Rich `Table`."""
+    made = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "terminal.py" and _calls(path, "Table")
+    ]
+    assert not made, "draw tables with tracegen.terminal.text_table: " + ", ".join(made)
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
     from rich.text import Text
 
 BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
@@ -54,6 +55,28 @@ def untrusted(text: str, style: str = "") -> Text:
     from rich.text import Text
 
     return Text(printable(text), style=style)
+
+
+@cache
+def _table_class() -> type[Table]:
+    from rich.table import Table
+
+    class TextTable(Table):
+        """A table whose string cells are shown as text, never markup (`untrusted`)."""
+
+        def add_row(self, *cells: Any, **options: Any) -> None:
+            shown = (untrusted(c) if isinstance(c, str) else c for c in cells)
+            super().add_row(*shown, **options)
+
+    return TextTable
+
+
+def text_table(*, title: str | Text | None = None, **options: Any) -> Table:
+    """The one way a command draws a table (`rich.table.Table`'s options): its title and
+    string cells are shown as text (`untrusted`: escaped, never markup); a cell that is
+    already a `Text` keeps its styles."""
+    shown = untrusted(title) if isinstance(title, str) else title
+    return _table_class()(title=shown, **options)
 
 
 def json_bytes(data: bytes) -> bytes:

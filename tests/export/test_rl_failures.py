@@ -68,6 +68,8 @@ def test_a_file_of_only_failed_episodes_converts_with_reward_and_error(
         assert "3 of them failed episodes (limit/max_iterations 2, limit/max_tokens 1)" in (
             result.stderr
         )
+        assert "converted 3 traces" in result.stderr
+        assert "3 of them from unsuccessful episodes" in result.stderr
     result = convert(trace_file, "--rl", "atropos")
     assert result.exit_code == 0, result.stderr
     (group,) = rows_of(tmp_path / "t.rl-atropos.jsonl")

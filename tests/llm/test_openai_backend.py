@@ -21,9 +21,9 @@ from tracegen.errors import (
 )
 from tracegen.llm.base import ChatRequest, SamplingOptions, ServerInfo
 from tracegen.llm.grammar import Grammar, alt
-from tracegen.llm.http import Json
 from tracegen.llm.openai import OpenAIBackend, openai_messages
 from tracegen.llm.openai_servers import FLAVORS
+from tracegen.llm.server_backend import Json
 from tracegen.schema import ChatMessage, ToolCall, ToolFunction
 
 CALL = {"function": {"name": "python", "arguments": {"code": "print(2)"}}}

@@ -134,3 +134,15 @@ async def test_samples_are_checked_with_the_tokenizer_only_when_it_is_the_policy
     assert other._checker(traces) is None
     assert "does not decode the policy's ids to its prompt" in capsys.readouterr().err
     assert other._checker(traces) is None and not capsys.readouterr().err, "said once"
+
+
+def test_env_limit_applies_to_the_eval_problems_too() -> None:
+    pytest.importorskip("atroposlib")
+    from tracegen.atropos.env import evaluation_problems
+    from tracegen.problems import load_problems
+
+    training = load_problems("builtin", limit=1)
+    assert [p.id for p in evaluation_problems("builtin", 2, training)] == [
+        p.id for p in load_problems("builtin", limit=2)
+    ]
+    assert evaluation_problems(None, 2, training) == training

@@ -146,3 +146,15 @@ def test_a_group_the_environment_failed_is_not_scored(model: ChatmlModel) -> Non
         }
     )
     assert environment_failure([ok, down]) == "add sample 1: server down"
+
+
+def test_a_group_says_which_logprobs_each_sample_carries(model: ChatmlModel) -> None:
+    constrained = inline_tools(model, 1).model_copy(
+        update={"logprobs_kind": "processed", "grammars": {"inline": "0" * 64}}
+    )
+    free = tool_feedback(model, 0).model_copy(update={"logprobs_kind": "processed"})
+    data = scored_group([free, constrained], group_size=2).data
+    assert data is not None
+    assert data["generation_params"] == {
+        "logprobs_kinds": ["processed", "processed under a grammar"]
+    }

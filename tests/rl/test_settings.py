@@ -56,3 +56,10 @@ def test_a_wrong_value_is_one_line_naming_its_flag(
         run_settings(values, **(SERVER | server))
     assert str(caught.value).startswith(message)
     assert "\n" not in str(caught.value)
+
+
+def test_logprobs_are_asked_for_as_run_asks_for_them() -> None:
+    assert run_settings({"logprobs": "processed"}, **SERVER).logprobs == "processed"
+    assert run_settings({}, **SERVER).logprobs == RunSettings().logprobs
+    with pytest.raises(ConfigError, match=r"^--env\.logprobs: Input should be 'raw'"):
+        run_settings({"logprobs": "sampled"}, **SERVER)

@@ -1,11 +1,12 @@
 """Two GRPO steps of TRL's ``GRPOTrainer`` (trl 1.16.0) on the CPU with tracegen's
 ``environment_factory``: a tiny randomly initialised model writes tool calls, tracegen's
-sandbox runs them, tracegen's judge scores the final program, the parameters move.
+sandbox runs them, `tracegen.trl.reward` scores the final program, the parameters move.
 
-The model is a 2-layer Qwen3 with a byte-level tokenizer holding two whole tool calls as
-tokens, one right and one wrong; ``sequence_bias`` (a transformers generation option) makes
-its replies ``<tool_call>`` + one of them + ``</tool_call>``, so which program runs is the
-model's sampling, and the rewards (from real executions) differ within a group.
+The model is a 2-layer Qwen3 with a byte-level tokenizer holding three whole tool calls as
+tokens, one right, one wrong and one whose ``code`` is null; ``sequence_bias`` (a
+transformers generation option) makes its replies ``<tool_call>`` + one of them +
+``</tool_call>``, so which program runs is the model's sampling, and the rewards (from real
+executions) differ within a group.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 GOOD = '\n{"name": "python", "arguments": {"code": "def add(a, b):\\n    return a + b"}}\n'
 BAD = '\n{"name": "python", "arguments": {"code": "def add(a, b):\\n    return a - b"}}\n'
+NULL = '\n{"name": "python", "arguments": {"code": null}}\n'
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 TOOL_TOKENS += ["<think>", "</think>"]
 
@@ -34,23 +36,28 @@ def _tokenizer(path: Path) -> Path:
     import trl
 
     template = (Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
-    return make_tokenizer(path, template, special=TOOL_TOKENS, added=[GOOD, BAD])
+    return make_tokenizer(path, template, special=TOOL_TOKENS, added=[GOOD, BAD, NULL])
 
 
-def test_two_grpo_steps_with_tracegen_environments_move_the_parameters(tmp_path: Path) -> None:
+def test_grpo_with_tracegen_environments_moves_the_parameters_and_survives_bad_calls(
+    tmp_path: Path,
+) -> None:
+    """Two steps, the sandboxes closed, two steps more with the same (pooled) instances; a
+    null ``code`` is a tool error, never a crash."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     trl = pytest.importorskip("trl")
-    from tracegen.trl import TracegenEnvironment, problems_dataset
+    from tracegen.trl import TracegenEnvironment, TracegenReward, close_sandboxes, problems_dataset
 
     problems = tmp_path / "problems.jsonl"
     problems.write_bytes(orjson.dumps(ADD_PROBLEM) + b"\n")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(_tokenizer(tmp_path / "tok")))
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")}
-    good, bad = (tokenizer.convert_tokens_to_ids(t) for t in (GOOD, BAD))
+    good, bad, null = (tokenizer.convert_tokens_to_ids(t) for t in (GOOD, BAD, NULL))
     end, call, close = tokenizer.eos_token_id, ids["<tool_call>"], ids["</tool_call>"]
-    bias = [[[call], 8.0], [[call, good], 16.0], [[call, bad], 16.0]]
-    bias += [[[good, close], 24.0], [[bad, close], 24.0], [[close, end], 32.0]]
+    bias = [[[call], 8.0], [[close, end], 32.0]]
+    bias += [[[call, t], 16.0] for t in (good, bad, null)]
+    bias += [[[t, close], 24.0] for t in (good, bad, null)]
 
     torch.manual_seed(0)
     config = tiny_config(
@@ -64,12 +71,12 @@ def test_two_grpo_steps_with_tracegen_environments_move_the_parameters(tmp_path:
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
 
     rewards: list[float] = []
+    judge = TracegenReward(traces_path=tmp_path / "trl-traces.jsonl")
 
-    class Recorded(TracegenEnvironment):
-        def get_reward(self) -> float:
-            reward = super().get_reward()
-            rewards.append(reward)
-            return reward
+    def reward(completions, **kwargs):  # type: ignore[no-untyped-def]
+        given = judge(completions, **kwargs)
+        rewards.extend(given)
+        return given
 
     settings = RunSettings(sandbox="rlimit", exec_timeout=10, max_iterations=2)
     args = trl.GRPOConfig(
@@ -92,13 +99,17 @@ def test_two_grpo_steps_with_tracegen_environments_move_the_parameters(tmp_path:
         model=model,
         args=args,
         processing_class=tokenizer,
+        reward_funcs=reward,
         train_dataset=problems_dataset(str(problems)),
-        environment_factory=functools.partial(Recorded, settings),
+        environment_factory=functools.partial(TracegenEnvironment, settings),
     )
     trainer.train()
+    close_sandboxes()
+    trainer.train()
 
-    assert len(rewards) == 8, "one judged episode per rollout"
-    assert set(rewards) == {1.0, -0.9}, "the right program passes, the wrong one fails"
+    assert len(rewards) == 16, "one judged episode per rollout"
+    assert set(rewards) == {1.0, -0.9, -1.0}, "right, wrong, and null code (never run)"
+    assert len((tmp_path / "trl-traces.jsonl").read_bytes().splitlines()) == 16
     moved = [k for k, v in model.named_parameters() if not torch.equal(v.detach(), before[k])]
     assert moved, "GRPO changed no parameter"
 

@@ -81,7 +81,17 @@ async def test_identical_answer_free_samples_never_pass(flavour: str) -> None:
 
 
 @pytest.mark.slow  # a tracegen process per sample
-@pytest.mark.parametrize("flavour", FILTERED)
+@pytest.mark.parametrize(
+    "flavour",
+    [
+        *FILTERED[:2],
+        # Sixteen processes long: memory pressure from other work can evict the attack's
+        # memory on the way, so that even unfiltered it does not always pass.
+        pytest.param(
+            "rlimit", marks=pytest.mark.xfail(reason=NOT_STOPPED_BY_RLIMIT.kwargs["reason"])
+        ),
+    ],
+)
 def test_nor_across_separate_tracegen_processes(flavour: str, tmp_path: Path) -> None:
     s.evict()
     problems = tmp_path / "problems.jsonl"

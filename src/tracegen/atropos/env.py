@@ -59,6 +59,7 @@ from tracegen.errors import (
     ServerError,
     TracegenError,
 )
+from tracegen.export.tokens.gguf_hf import cached_hf_tokenizer
 from tracegen.export.tokens.sequences import Decoder
 from tracegen.export.tokens.tokenizer import Tokenizer, load_tokenizer
 from tracegen.generate.plan import Plan
@@ -66,6 +67,7 @@ from tracegen.generate.setup import RunSetup, prepare
 from tracegen.generate.worker import EpisodeWorker
 from tracegen.jsonl import JsonlWriter
 from tracegen.llm.factory import open_pool
+from tracegen.llm.packaged import PACKAGED, find_model
 from tracegen.llm.pool import HostPool
 from tracegen.llm.retries import RetryPolicy
 from tracegen.problems import load_problems
@@ -153,13 +155,19 @@ class TracegenEnv(BaseEnv):
             model_name=server.model_name,
             api_key=getattr(server, "api_key", None),
         )
+        self.tokenizer_source = _tokenizer_source(config.tokenizer_name)
+        """``--env.tokenizer_name`` as given (a GGUF file, or a packaged model's, is read by
+        llama.cpp to retokenize)."""
+        if self.tokenizer_source.suffix == ".gguf":
+            made = cached_hf_tokenizer(self.tokenizer_source)  # what AutoTokenizer reads
+            config = config.model_copy(update={"tokenizer_name": str(made)})
         try:
             super().__init__(config, server_configs, slurm=slurm, testing=testing)
         except (OSError, ValueError) as e:
             reason = " ".join(str(e).split())[:200]
             raise ConfigError(
                 f"--env.tokenizer_name {config.tokenizer_name}: cannot load it ({reason}); "
-                "give a local Hugging Face tokenizer directory"
+                "give a local Hugging Face tokenizer directory or the model's .gguf file"
             ) from None
         self.sent_groups = 0
         self.unsent_groups = 0
@@ -194,7 +202,7 @@ class TracegenEnv(BaseEnv):
         self.problems = setup.problems
         self.plan: Plan = setup.plan_for(self.problems, 1)
         if self.config.token_ids == "retokenized":
-            self.retokenizer = load_tokenizer(Path(self.config.tokenizer_name))
+            self.retokenizer = load_tokenizer(self.tokenizer_source)
         self.pool = await open_pool(
             s, on_retry=log.info, warn=_say, continues_message=setup.mode.continues_message
         )
@@ -318,7 +326,7 @@ class TracegenEnv(BaseEnv):
         try:
             await API_RETRIES.call(lambda: self._post_once(scored_data))
         except BackendError as e:
-            raise _NotDelivered(f"{type(e).__name__}: {e}") from None
+            raise _NotDelivered(str(e)) from None
 
     async def _post_once(self, scored_data: Any) -> None:
         path = "/scored_data_list" if isinstance(scored_data, list) else "/scored_data"
@@ -404,9 +412,7 @@ class TracegenEnv(BaseEnv):
         """Run the eval split (``--env.eval_problems``, else the training problems),
         ``--env.num_samples`` episodes a problem, and report pass@1 and pass@k."""
         s = self.run_settings
-        problems: Sequence[Problem] = self.problems
-        if self.config.eval_problems is not None:
-            problems = load_problems(self.config.eval_problems)
+        problems = evaluation_problems(self.config.eval_problems, s.limit, self.problems)
         plan = self.run_setup.plan_for(problems, s.num_samples)
         started = time.time()
         limit = asyncio.Semaphore(max(1, self.config.max_eval_workers))
@@ -482,3 +488,21 @@ def _exit_status(error: BaseException) -> int:
     if isinstance(error, KeyboardInterrupt):
         return 130
     raise error
+
+
+def evaluation_problems(
+    source: str | None, limit: int | None, training: Sequence[Problem]
+) -> Sequence[Problem]:
+    """The problems ``evaluate`` runs: ``--env.eval_problems`` (its first ``--env.limit``),
+    else the training problems (already limited)."""
+    if source is None:
+        return training
+    return load_problems(source, limit=limit)
+
+
+def _tokenizer_source(name: str) -> Path:
+    """``--env.tokenizer_name``: a packaged model's name (``smollm2-135m``, what ``python -m
+    tracegen.serve`` serves) is its GGUF file; anything else a path."""
+    if name in PACKAGED:
+        return find_model(name).info.path
+    return Path(name)

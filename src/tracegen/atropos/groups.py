@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tracegen.export.builder import Skipped
 from tracegen.export.rl import atropos_sample, check_atropos
 from tracegen.export.tokens.sequences import Decoder, token_episode
+from tracegen.grading.filters import NOT_THE_MODELS
 from tracegen.schema import Trace
 from tracegen.views.pass_at_k import pass_at_k
 
@@ -74,21 +75,17 @@ def scored_group(
         "inference_logprobs": [s["inference_logprobs"] for s in samples],
         "scores": [float(s["score"]) for s in samples],
         "messages": [s["messages"] for s in samples],
+        "generation_params": {"logprobs_kinds": [s["logprobs_kind"] for s in samples]},
     }
     if len(samples) != group_size:
         data["group_overrides"] = {"group_size": len(samples)}
     return Group(data, dropped, len(traces))
 
 
-NOT_THE_POLICY = ("backend", "sandbox", "internal")
-"""Kinds of episode failure the policy did not cause: the server gave up on a request, the
-sandbox or tracegen failed. A reward for them would punish the policy for the environment."""
-
-
 def environment_failure(traces: Sequence[Trace]) -> str | None:
     """Why some episode of a group failed for a reason not the policy's, or None."""
     for trace in traces:
-        if trace.error is not None and trace.error.kind in NOT_THE_POLICY:
+        if trace.error is not None and trace.error.kind in NOT_THE_MODELS:
             return f"{trace.problem_id} sample {trace.sample}: {trace.error.message}"
     return None
 

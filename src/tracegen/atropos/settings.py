@@ -35,6 +35,7 @@ TRACEGEN_FIELDS = (
     "max_steps",
     "think",
     "top_logprobs",
+    "logprobs",
     "continuation",
     "tool_parser",
     "exec_timeout",

@@ -59,6 +59,8 @@ class ConvertCounts:
     incomplete: int = 0
     kept_failures: Counter[str] = field(default_factory=Counter)
     """Failed episodes converted (formats that keep them), by ``kind/reason``."""
+    unsuccessful: int = 0
+    """Episodes converted that did not pass their tests (those that failed included)."""
     no_model_token: int = 0
     """Failed episodes skipped because the model wrote nothing (the server failed)."""
     outside_model: Counter[str] = field(default_factory=Counter)
@@ -94,6 +96,8 @@ class ConvertCounts:
             skipped.append(f"{self.incomplete} without an assistant turn")
         skipped += [f"{n} {reason}" for reason, n in self.skipped.items()]
         text = f"converted {self.converted} traces ({options.fmt}) → {', '.join(self.outputs)}"
+        if self.unsuccessful:
+            text += f", {self.unsuccessful} of them from unsuccessful episodes"
         if self.kept_failures:
             failed = self.kept_failures.total()
             text += f", {failed} of them failed episodes ({_by_reason(self.kept_failures)})"
@@ -107,11 +111,6 @@ class ConvertCounts:
 
 def _by_reason(counts: Counter[str]) -> str:
     return ", ".join(f"{reason} {n}" for reason, n in counts.most_common())
-
-
-NOT_THE_MODELS = frozenset({"backend", "sandbox", "internal"})
-"""Kinds of `TraceError` that say nothing of the model (a server that failed, a sandbox or
-tracegen fault): their reward is no signal, so no format keeps them."""
 
 
 class Builder(Protocol):

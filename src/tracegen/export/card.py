@@ -23,11 +23,13 @@ from tracegen import __version__
 from tracegen.export.lines import decode_trace
 from tracegen.export.sidecar import read_steps
 from tracegen.jsonl import iter_raw_lines_at
+from tracegen.problems.hub import HUB_DATASETS
 from tracegen.problems.loader import shipped_sets
 from tracegen.terminal import one_line
 
 CARD = "README.md"
-PREFIXES = {"HumanEval/": "humaneval", "mbpp/": "mbpp", "gsm8k/": "gsm8k"}
+PREFIXES = {d.id_prefix: name for name, d in HUB_DATASETS.items() if d.id_prefix}
+"""Problem id prefix → the hub dataset it comes from (`tracegen.problems.hub.HUB_DATASETS`)."""
 SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 
 

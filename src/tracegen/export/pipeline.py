@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracegen.errors import ConfigError, OutputError
 from tracegen.export.builder import (
-    NOT_THE_MODELS,
     Builder,
     ConvertCounts,
     ConvertOptions,
@@ -28,6 +27,7 @@ from tracegen.export.builder import (
 )
 from tracegen.export.outputs import OUTPUTS, Batch, Output, OutputKind
 from tracegen.export.registry import FORMATS
+from tracegen.grading.filters import NOT_THE_MODELS
 from tracegen.jsonl import iter_raw_lines, special_file, validate
 from tracegen.schema import Trace
 
@@ -81,6 +81,7 @@ def iter_converted(
             except ConfigError as e:
                 raise ConfigError(f"{path}:{lineno}: {e}") from None
             counts.converted += 1
+            counts.unsuccessful += not trace.success
             if error is not None:
                 counts.kept_failures[f"{error.kind}/{error.reason}"] += 1
             yield from rows

@@ -62,15 +62,23 @@ def episode_fields(trace: Trace) -> Row:
     return row
 
 
+CONSTRAINED = " under a grammar"
+"""Said after the kind of an episode decoded under a grammar (``--constrain``): the grammar
+masks the sampler, and the recorded logprobs are the distribution before that mask, so they
+are not what was sampled from (whatever their kind)."""
+
+
 def logprobs_kind(trace: Trace) -> str:
     """What a trace's logprobs are, as a trainer needs to know: ``processed`` (the
     sampler's), ``raw at T=…`` (the model's, sampled at that temperature; ``raw at T=?`` when
-    not recorded) or ``unknown``. The token formats may convert raw ones (``tempered from
-    raw at T=…``: `tracegen.export.tokens.tempering`)."""
-    if trace.logprobs_kind != "raw":
-        return trace.logprobs_kind
-    temperature = trace.sampling.temperature if trace.sampling else None
-    return f"raw at T={'?' if temperature is None else f'{temperature:g}'}"
+    not recorded) or ``unknown``, followed by `CONSTRAINED` when decoding was constrained.
+    The token formats may convert raw ones (``tempered from raw at T=…``:
+    `tracegen.export.tokens.tempering`)."""
+    kind: str = trace.logprobs_kind
+    if kind == "raw":
+        temperature = trace.sampling.temperature if trace.sampling else None
+        kind = f"raw at T={'?' if temperature is None else f'{temperature:g}'}"
+    return kind + CONSTRAINED if trace.grammars and kind != "unknown" else kind
 
 
 def sampled_logprobs(kind: str) -> bool:
@@ -78,7 +86,10 @@ def sampled_logprobs(kind: str) -> bool:
     correction compares with: log-softmax(logits / T) of the token sampled (``trl`` 1.16.0,
     ``grpo_trainer.py``, which divides the logits by ``temperature`` and asks vLLM for
     ``processed_logprobs``). Raw logprobs are exactly that at T=1 only; at T < 1 they are
-    converted where their alternatives allow (`tracegen.export.tokens.tempering`)."""
+    converted where their alternatives allow (`tracegen.export.tokens.tempering`). Logprobs
+    of constrained decoding never are (`CONSTRAINED`)."""
+    if kind.endswith(CONSTRAINED):
+        return False
     return kind in ("processed", "raw at T=1") or kind.startswith("tempered from")
 
 

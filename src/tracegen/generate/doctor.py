@@ -8,19 +8,18 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from rich.table import Table
 from rich.text import Text
 
 from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
 from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
 from tracegen.llm.factory import Found, backend_for, choose_backend, identify, local_backend
-from tracegen.llm.http import PROBE_TIMEOUT_S
+from tracegen.llm.server_backend import PROBE_TIMEOUT_S
 from tracegen.modes import get_mode
 from tracegen.parsing.tool_parsers import choose_parser
 from tracegen.sandbox import detect_isolation
 from tracegen.schema import ChatMessage
-from tracegen.terminal import console, untrusted
+from tracegen.terminal import console, text_table, untrusted
 
 PYTHON_TOOL = {
     "type": "function",
@@ -51,7 +50,7 @@ class Check:
 def doctor_command(settings: RunSettings) -> int:
     """Print the checks as a table; 0 when nothing failed, 1 otherwise."""
     checks = asyncio.run(run_checks(settings))
-    table = Table(title="tracegen doctor", title_justify="left")
+    table = text_table(title="tracegen doctor", title_justify="left")
     table.add_column("check")
     table.add_column("status")
     table.add_column("detail", overflow="fold")

@@ -86,7 +86,7 @@ class Recorder:
             self.last_server_failure = f"{error.reason}: {error.message}"
         outcome = self.filters.outcome(trace)
         self.files.record(trace, outcome)
-        self.stats.add(trace, outcome == "accepted")
+        self.stats.add(trace, outcome)
         self.reporter.update()
         return True
 

@@ -40,6 +40,7 @@ from tracegen.generate.shards import (
     read_manifest,
     record_key,
 )
+from tracegen.grading.filters import NOT_THE_MODELS
 from tracegen.jsonl import JsonlWriter, check_outputs, iter_lines
 
 _GLOB = set("*?[")
@@ -306,7 +307,9 @@ class _Writer:
                 if self.rej is not None:
                     self.rej.write(row)
                 line = pending.pop(key, None)
-                outcome = "failed" if row.get("error") else "rejected"
+                error = row.get("error")
+                failed = isinstance(error, dict) and error.get("kind") in NOT_THE_MODELS
+                outcome = "failed" if failed else "rejected"
                 self._state(line if line is not None else _state_line(path, lineno, row, outcome))
         for key, line in pending.items():
             if self._new(key):
@@ -358,9 +361,8 @@ def merge_command(
     overwrite: bool,
 ) -> None:
     """`tracegen merge`: merge, then one table of what was written."""
-    from rich.table import Table
 
-    from tracegen.terminal import console, untrusted
+    from tracegen.terminal import console, text_table, untrusted
 
     errors = console(stderr=True, highlight=False, soft_wrap=True)
     report = merge(
@@ -373,7 +375,7 @@ def merge_command(
     )
     for path in report.torn:
         errors.print(f"tracegen: warning: {path}: ignored an incomplete last line", markup=False)
-    table = Table(title="tracegen merge", show_header=False, title_justify="left")
+    table = text_table(title="tracegen merge", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
     table.add_row("shards", untrusted(f"{len(report.merged)} of {report.shards} merged"))

@@ -20,10 +20,10 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
+from tracegen.grading.filters import MODEL_ENDINGS, Outcome
 from tracegen.schema import Trace
-from tracegen.terminal import console, one_line, untrusted
+from tracegen.terminal import console, one_line, text_table, untrusted
 
 Display = Literal["live", "plain", "quiet"]
 
@@ -48,23 +48,29 @@ class RunStats:
     started: float = field(default_factory=time.monotonic)
     cpu_started: float = field(default_factory=time.process_time)
 
-    def add(self, trace: Trace, accepted: bool) -> None:
+    def add(self, trace: Trace, outcome: Outcome) -> None:
         self.done += 1
-        self.accepted += accepted
-        self.rejected += not accepted and trace.error is None
+        self.accepted += outcome == "accepted"
+        self.rejected += outcome == "rejected"
+        self.failed += outcome == "failed"
         self.success += trace.success
         self.ideal += trace.is_ideal
         self.tokens += trace.usage.completion_tokens
         if trace.error is not None:
-            self.failed += 1
             self.failures[f"{trace.error.kind}: {trace.error.reason}"] += 1
+
+    @property
+    def samples(self) -> int:
+        """Episodes the model ended (all but ``failed`` ones): what rates are of, as in
+        ``tracegen stats`` of the output."""
+        return self.done - self.failed
 
     @property
     def elapsed(self) -> float:
         return max(time.monotonic() - self.started, 1e-9)
 
     def rate(self, n: int) -> str:
-        return f"{100 * n / self.done:.0f}%" if self.done else "-"
+        return f"{100 * n / self.samples:.0f}%" if self.samples else "-"
 
     def eta(self) -> str:
         if not self.done:
@@ -219,15 +225,20 @@ class Reporter:
                 return "0"
             return f"{n} (in {rejects})" if rejects else f"{n} (not kept: see --rejects)"
 
-        table = Table(title="tracegen run", show_header=False, title_justify="left")
+        table = text_table(title="tracegen run", show_header=False, title_justify="left")
         table.add_column(style="bold")
         table.add_column()
         table.add_row("episodes", f"{s.done} of {s.total} ({s.skipped} done before)")
         table.add_row("accepted", str(s.accepted))
         table.add_row("rejected", kept(s.rejected))
+        ended = [(r, n) for r, n in s.failures.most_common() if r.split(":")[0] in MODEL_ENDINGS]
+        table.add_row("ended early", str(sum(n for _, n in ended)))
+        for reason, n in ended:
+            table.add_row("", untrusted(f"{n} × {reason}"))
         table.add_row("failed", kept(s.failed))
         for reason, n in s.failures.most_common():
-            table.add_row("", untrusted(f"{n} × {reason}"))
+            if (reason, n) not in ended:
+                table.add_row("", untrusted(f"{n} × {reason}"))
         table.add_row("request retries", str(s.retries))
         table.add_row("episodes run again", str(s.put_back))
         table.add_row("success rate", s.rate(s.success))

@@ -73,14 +73,13 @@ def run_status(output: Path) -> RunStatus:
 
 def status_command(output: Path) -> None:
     """`tracegen status`: one row per shard, the totals, and whether the run is complete."""
-    from rich.table import Table
 
     from tracegen.terminal import console as safe_console
-    from tracegen.terminal import untrusted
+    from tracegen.terminal import text_table, untrusted
 
     status = run_status(output)
     title = untrusted(f"{output}: {status.manifest.shards} shards")
-    table = Table(title=title, title_justify="left")
+    table = text_table(title=title, title_justify="left")
     for column in ("shard", "episodes", "state", "file"):
         table.add_column(column)
     for s in status.shards:

@@ -1,4 +1,11 @@
-"""Which traces are kept: the one accept rule `run` and `convert` share."""
+"""Which traces are kept: the one accept rule `run` and `convert` share.
+
+Every episode the model ended — it finished, or ran out of a budget (``limit``), or wrote tool
+calls that could not be read (``parse``) — is a sample: kept in the output, where stats, pass@k
+and RL groups count it, unless a filter the user asked for rejects it. An episode that failed
+because of the server, the sandbox or tracegen (`infrastructure_failure`) says nothing of the
+model: it is ``failed``, kept out of the output (recorded in the rejects file and the state).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,17 @@ from tracegen.schema import Trace
 
 Outcome = Literal["accepted", "rejected", "failed"]
 
+MODEL_ENDINGS = frozenset({"limit", "parse"})
+"""The `TraceError` kinds the model caused: its episode is a sample like any other."""
+NOT_THE_MODELS = frozenset({"backend", "sandbox", "internal"})
+"""The `TraceError` kinds that say nothing of the model (a server that failed, a sandbox or
+tracegen fault): their reward is no signal, so no output or format keeps them."""
+
+
+def infrastructure_failure(trace: Trace) -> bool:
+    """Whether the episode failed because of the server, the sandbox or tracegen."""
+    return trace.error is not None and trace.error.kind in NOT_THE_MODELS
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -18,9 +36,9 @@ class Filters:
     only_ideal: bool = False
 
     def outcome(self, trace: Trace) -> Outcome:
-        """``failed`` for an episode that ended in an error; ``accepted`` when it passes the
-        filters, else ``rejected``."""
-        if trace.error is not None:
+        """``failed`` for an episode the server, sandbox or tracegen failed; ``accepted``
+        when it passes the filters, else ``rejected``."""
+        if infrastructure_failure(trace):
             return "failed"
         if (self.only_success and not trace.success) or (self.only_ideal and not trace.is_ideal):
             return "rejected"

@@ -19,12 +19,12 @@ from tracegen.llm.base import (
     ServerInfo,
     pick_continuation,
 )
-from tracegen.llm.http import PROBE_TIMEOUT_S
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.ollama import OllamaBackend
 from tracegen.llm.openai import OpenAIBackend
 from tracegen.llm.packaged import DEFAULT_MODEL, PACKAGED, find_model
 from tracegen.llm.pool import HostPool
+from tracegen.llm.server_backend import PROBE_TIMEOUT_S
 
 
 class ServerBackend(Protocol):

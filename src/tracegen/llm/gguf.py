@@ -104,16 +104,50 @@ class _Array(NamedTuple):
     length: int
 
 
-def _metadata(data: mmap.mmap) -> dict[str, Any]:
-    """Every scalar and string value of the header, by key (arrays by their length only)."""
+def read_arrays(path: Path, keys: frozenset[str]) -> dict[str, Any]:
+    """The header of the GGUF file at ``path`` with the arrays named in ``keys`` decoded
+    (lists); `ConfigError` as `read_gguf`."""
+    try:
+        with path.open("rb") as fh:
+            if fh.read(4) != MAGIC:
+                raise ConfigError(f"{path}: not a GGUF model file (give a .gguf file)")
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _metadata(data, keys)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: model file not found") from None
+    except (struct.error, ValueError, UnicodeDecodeError, KeyError):
+        raise ConfigError(f"{path}: not a valid GGUF model file (truncated or damaged)") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _metadata(data: mmap.mmap, arrays: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every scalar and string value of the header, by key (arrays by their length only,
+    but those named in ``arrays``)."""
     _version, _tensors, count = struct.unpack_from("<IQQ", data, 4)
     offset = 24
     meta: dict[str, Any] = {}
     for _ in range(count):
         key, offset = _string(data, offset)
         (kind,) = struct.unpack_from("<I", data, offset)
-        meta[key], offset = _value(data, offset + 4, kind)
+        if kind == _ARRAY and key in arrays:
+            meta[key], offset = _array(data, offset + 4)
+        else:
+            meta[key], offset = _value(data, offset + 4, kind)
     return meta
+
+
+def _array(data: mmap.mmap, offset: int) -> tuple[list[Any], int]:
+    item, count = struct.unpack_from("<IQ", data, offset)
+    offset += 12
+    if item == _STRING:
+        values = []
+        for _ in range(count):
+            value, offset = _string(data, offset)
+            values.append(value)
+        return values, offset
+    fmt = f"<{count}{_SCALARS[item]}"
+    return list(struct.unpack_from(fmt, data, offset)), offset + struct.calcsize(fmt)
 
 
 def _string(data: mmap.mmap, offset: int) -> tuple[str, int]:

@@ -7,7 +7,7 @@ Follows ollama/ollama ``docs/openapi.yaml`` @ 82360f08 and ``api/types.go`` of v
 release with ``logprobs``/``top_logprobs``), ``docs/api/errors.mdx`` @ e99f4b9a (a failure is an
 ``{"error"}`` body with its status) and ``server/routes.go`` (a chat request
 with ``_debug_render_only`` answers ``_debug_info.rendered_template``, v0.11.5+). Transport,
-retries and status codes are `tracegen.llm.http`'s.
+retries and status codes are `tracegen.llm.server_backend`'s.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tracegen.llm.base import (
     pick_continuation,
     token_logprobs,
 )
-from tracegen.llm.http import MESSAGE_CHARS, HttpBackend, Json, clip
+from tracegen.llm.server_backend import MESSAGE_CHARS, HttpBackend, Json, clip
 from tracegen.schema import ToolCall, ToolFunction
 
 NS = 1e-9

@@ -27,9 +27,9 @@ read whole, with each server's extensions for logprobs, token ids and continuati
 
 Sources: vLLM ``vllm/entrypoints/openai/chat_completion/protocol.py`` @ d5dba2d7
 (``ChatCompletionResponse.prompt_token_ids``, ``ChatCompletionResponseChoice.token_ids``);
-llama.cpp's server in ``xllamacpp`` 2026.10, measured. Transport, retries and HTTP statuses are
-`tracegen.llm.http`'s; a body is decoded with orjson into plain dicts, and the logprob entries
-are validated in one call (`tracegen.llm.base.token_logprobs`).
+llama.cpp's server in ``xllamacpp`` 2026.10, measured. Transport, retries and HTTP statuses
+are `tracegen.llm.server_backend`'s; a body is decoded with orjson into plain dicts, and the
+logprob entries are validated in one call (`tracegen.llm.base.token_logprobs`).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ from tracegen.llm.base import (
     token_logprobs,
 )
 from tracegen.llm.grammar import Grammar
-from tracegen.llm.http import HttpBackend, Json, clip
 from tracegen.llm.openai_servers import FLAVORS, GENERIC, Flavor
 from tracegen.llm.sequences import shared
+from tracegen.llm.server_backend import HttpBackend, Json, clip
 from tracegen.schema import ChatMessage, LogprobsKind, TokenLogprob, ToolCall, ToolFunction
 
 _FINISH: dict[str, FinishReason] = {

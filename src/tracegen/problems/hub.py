@@ -24,12 +24,17 @@ class HubDataset:
     config: str | None
     split: str
     mapper: RowMapper
+    id_prefix: str | None = None
+    """How the ids of its problems begin, where that tells them apart (a dataset card counts
+    the problems of each source by it)."""
 
 
 HUB_DATASETS: dict[str, HubDataset] = {
-    "humaneval": HubDataset("openai/openai_humaneval", None, "test", from_humaneval),
-    "mbpp": HubDataset("google-research-datasets/mbpp", "full", "test", from_mbpp),
-    "gsm8k": HubDataset("openai/gsm8k", "main", "test", from_gsm8k),
+    "humaneval": HubDataset(
+        "openai/openai_humaneval", None, "test", from_humaneval, id_prefix="HumanEval/"
+    ),
+    "mbpp": HubDataset("google-research-datasets/mbpp", "full", "test", from_mbpp, "mbpp/"),
+    "gsm8k": HubDataset("openai/gsm8k", "main", "test", from_gsm8k, id_prefix="gsm8k/"),
     "code_contests": HubDataset("deepmind/code_contests", None, "test", from_code_contests),
     "codeforces": HubDataset("open-r1/codeforces", None, "test", from_codeforces),
     "deepcoder": HubDataset(

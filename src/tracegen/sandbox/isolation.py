@@ -236,6 +236,7 @@ class Cgroups:
         version = cgroup_version()
         if version is None:
             return None
+        _remove_stale_cgroups()
         name = f"tracegen-{os.getpid()}-{os.urandom(4).hex()}"
         memory, processes = str(limits["memory_mb"] << 20), str(limits["processes"])
         made: list[str] = []
@@ -267,6 +268,7 @@ class Cgroups:
         return cls(made, files)
 
     def remove(self) -> None:
+        """Remove them, and their slots' cgroups (empty once the zygote is gone)."""
         for d in reversed(self.dirs):
             with contextlib.suppress(OSError):
                 for child in os.scandir(d):
@@ -418,3 +420,16 @@ def count_own_processes() -> int:
             except OSError:
                 continue
     return count
+
+
+def _remove_stale_cgroups() -> None:
+    """Remove the cgroups of tracegen processes that ended without removing theirs (killed)."""
+    for parent in (_CGROUP, _CGROUP / "memory", _CGROUP / "pids"):
+        try:
+            entries = list(os.scandir(parent))
+        except OSError:
+            continue
+        for entry in entries:
+            pid = entry.name.split("-")[1] if entry.name.startswith("tracegen-") else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                Cgroups([entry.path], {}).remove()

@@ -2,40 +2,60 @@
 
 TRL's contract (``trl/trainer/grpo_trainer.py``, trl 1.16.0): instances are pooled and reused
 ("construct once, reset often"); ``reset(**row)`` gets the dataset row; every other public
-method is a tool, its schema made from its name, type hints and docstring; ``get_reward()``
-(no argument) makes the environment own the reward (weight 1, logged under the class name).
+method is a tool, its schema made from its name, type hints and docstring. The environment
+has no ``get_reward``: the episode's final answer is in the model's completion, which TRL gives
+to reward functions only, so the reward is `tracegen.trl.reward` (``reward_funcs=``), which
+judges each environment's episode with its completion (`episode_trace`).
 
 The tool is the native-tools mode's ``python``: a script runs in tracegen's sandbox and its
-answer is the JSON that mode sends back (status, exit code, stdout, stderr). The reward is
-tracegen's (`tracegen.grading.reward`), on the final program: the last script run that
-defines the problem's entry point (else the last script), judged as ``tracegen verify``
-judges it (`tracegen.grading.verdicts`): run afresh against the problem's tests in the
-sandbox, never in the trainer's process, whatever the scripts printed; a math problem's
-answer is the one that program prints when run again. The sandbox is shared by every
-instance of the process, on an event loop of its own (TRL calls tools from its own threads
-and loops), each an `EpisodeWorker`'s (`tracegen.generate.worker`).
+answer is the JSON that mode sends back (status, exit code, stdout, stderr); a call whose
+``code`` is not a string is answered with a tool error, never run. The episode is judged as
+tracegen's modes judge it: the final program is the last fenced program of the completion if
+there is one, else the last script run that defines the problem's entry point (else the last
+script); it is judged as ``tracegen verify`` judges it (`tracegen.grading.verdicts`): run
+afresh against the problem's tests in the sandbox, never in the trainer's process, whatever
+the scripts printed. A math problem's answer is the final answer of the completion's last
+reply (``#### N``, ``\\boxed{}``…), else the one the final program prints when run again.
+
+The sandbox is shared by every instance of the process, on an event loop of its own (TRL
+calls tools from its own threads and loops), each an `EpisodeWorker`'s
+(`tracegen.generate.worker`); `close_sandboxes` ends it, and the next call of any instance
+starts a new one. Every wait for the sandbox has a timeout (`wait_s`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.generate.worker import EpisodeWorker
-from tracegen.grading.answers import extract_final_answer
+from tracegen.grading.answers import extract_final_answer, grade_answer
 from tracegen.grading.programs import judge_for
-from tracegen.grading.reward import rescore
+from tracegen.grading.reward import DEFAULT_WEIGHTS, RewardWeights, rescore
 from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
-from tracegen.schema import ExecResult, Metrics, Problem, Trace
+from tracegen.parsing.segment import segment
+from tracegen.sandbox.base import CodeRunner
+from tracegen.schema import ExecResult, Metrics, Problem, Trace, TraceError
 from tracegen.trl.dataset import PROBLEM_COLUMN
+from tracegen.trl.messages import Completion, assistant_texts
 
 T = TypeVar("T")
 MODE = "native-tools"
+
+
+def wait_s(exec_timeout: float) -> float:
+    """How long a call waits for the sandbox before giving up: far more than any execution
+    or judgement takes, so only a sandbox that stopped answering reaches it."""
+    return 120.0 + 20.0 * exec_timeout
+
+
+class _LoopClosed(RuntimeError):
+    """The loop was closed (`close_sandboxes`) between taking it and using it."""
 
 
 class _SandboxLoop:
@@ -72,8 +92,17 @@ class _SandboxLoop:
             instance.close()
             instance.thread.join(timeout=30)
 
-    def run(self, call: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(call, self.loop).result()
+    def run(self, call: Coroutine[Any, Any, T], timeout: float) -> T:
+        """The result of ``call`` on the sandbox loop; `TimeoutError` after ``timeout`` s."""
+        if not self.loop.is_running():
+            call.close()
+            raise _LoopClosed("the sandbox loop is closed")
+        future = asyncio.run_coroutine_threadsafe(call, self.loop)
+        try:
+            return future.result(timeout=timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
 
     async def worker(self, settings: RunSettings) -> EpisodeWorker:
         """The worker of ``settings``' isolation and execution time, warm."""
@@ -108,9 +137,35 @@ class TracegenEnvironment:
 
     def __init__(self, settings: RunSettings | None = None) -> None:
         self._settings = settings or RunSettings()
-        self._loop = _SandboxLoop.shared()
         self._problem: Problem | None = None
         self._scripts: list[str] = []
+
+    def _on_sandbox(self, use: Callable[[CodeRunner], Awaitable[T]]) -> T:
+        """``use`` of the process's sandbox, on its loop (started again if `close_sandboxes`
+        ended it, even while this call was on its way), waiting at most `wait_s`."""
+        s = self._settings
+        for attempt in range(2):
+            loop = _SandboxLoop.shared()
+
+            async def call(loop: _SandboxLoop = loop) -> T:
+                return await use((await loop.worker(s)).runner)
+
+            try:
+                return loop.run(call(), wait_s(s.exec_timeout))
+            except _LoopClosed:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    @property
+    def problem(self) -> Problem | None:
+        """The problem of the episode (None before `reset`)."""
+        return self._problem
+
+    @property
+    def scripts(self) -> list[str]:
+        """The scripts the episode ran, in order."""
+        return list(self._scripts)
 
     def reset(self, **row: Any) -> None:
         """Start an episode on the row's problem (its ``problem`` column, as
@@ -130,59 +185,76 @@ class TracegenEnvironment:
         Args:
             code: The script to run.
         """
+        if not isinstance(code, str):
+            kind = "null" if code is None else type(code).__name__
+            return tool_error_json(f'"code" must be a string (the script to run), not {kind}')
         if len(self._scripts) >= self._settings.max_iterations:
             limit = self._settings.max_iterations
             return tool_error_json(f"no executions left: this episode ran all {limit} scripts")
-        result = self._loop.run(self._run(code))
+        try:
+            result = self._on_sandbox(lambda box: box.run_code(code))
+        except TimeoutError:
+            return tool_error_json("the sandbox did not answer; the script was not run")
         self._scripts.append(code)
         return tool_json(result)
 
-    async def _run(self, code: str) -> ExecResult:
-        return await (await self._loop.worker(self._settings)).runner.run_code(code)
 
-    async def _judge(self, problem: Problem, code: str) -> ExecResult:
-        box = (await self._loop.worker(self._settings)).runner
-        if problem.kind == "math":
-            return await check_answer(Solution(0, problem, code, None, None), box)
-        judge = judge_for(box) if problem.is_program else None
-        if judge is not None:
-            return await judge.judge(problem, code)
-        return await box.run_tests(code, problem)
+async def _judge(box: CodeRunner, problem: Problem, code: str) -> ExecResult:
+    if problem.kind == "math":
+        return await check_answer(Solution(0, problem, code, None, None), box)
+    judge = judge_for(box) if problem.is_program else None
+    if judge is not None:
+        return await judge.judge(problem, code)
+    return await box.run_tests(code, problem)
 
-    def final_program(self) -> str | None:
-        """The last script run that defines the entry point, else the last script run."""
-        problem = self._problem
-        entry = problem.entry_point if problem else None
-        defining = [c for c in self._scripts if defines(c, entry)]
-        scripts = defining or self._scripts
-        return scripts[-1] if scripts else None
 
-    def get_reward(self) -> float:
-        """tracegen's reward of the episode: the final program judged by the problem's tests
-        (a math problem: the answer it prints when run again)."""
-        if self._problem is None:
-            raise RuntimeError("get_reward before reset")
-        return self.trace().reward
+def final_program(env: TracegenEnvironment) -> str | None:
+    """The last script ``env`` ran that defines the entry point, else the last script run."""
+    problem = env.problem
+    entry = problem.entry_point if problem else None
+    defining = [c for c in env.scripts if defines(c, entry)]
+    scripts = defining or env.scripts
+    return scripts[-1] if scripts else None
 
-    def trace(self) -> Trace:
-        """The episode as far as tracegen can see it, scored: verdict, score, reward."""
-        problem = self._problem
-        if problem is None:
-            raise RuntimeError("trace before reset")
-        code = self.final_program()
-        verdict = self._loop.run(self._judge(problem, code)) if code is not None else None
-        answer = None
-        if verdict is not None and problem.kind == "math":
-            answer = extract_final_answer(verdict.stdout)
-        n = len(self._scripts)
-        trace = Trace(
-            id=f"trl-{problem.id}",
-            problem_id=problem.id,
-            mode=MODE,
-            model="trl",
-            final_code=code,
-            final_answer=answer,
-            verdict=verdict,
-            metrics=Metrics(executions=n, tool_calls=n),
-        )
-        return rescore(trace, structure_ok=n > 0)
+
+def episode_trace(
+    env: TracegenEnvironment,
+    completion: Completion | None = None,
+    weights: RewardWeights = DEFAULT_WEIGHTS,
+) -> Trace:
+    """The episode of ``env``, scored (verdict, score, success, reward) as the module
+    docstring says; ``completion`` is the model's, as TRL gives it to reward functions (a
+    string, or a list of messages), None for the scripts alone. A sandbox that does not
+    answer in `wait_s` makes a trace with a ``sandbox`` error (and the failed-episode
+    reward). (A function, not a method: TRL makes every public method a tool.)"""
+    problem = env.problem
+    if problem is None:
+        raise RuntimeError("an episode is judged after reset")
+    replies = assistant_texts(completion)
+    fenced = [s.text for r in replies for s in segment(r) if s.kind == "code"]
+    code = fenced[-1] if fenced else final_program(env)
+    answer = extract_final_answer(replies[-1]) if problem.kind == "math" and replies else None
+    error = None
+    verdict = None
+    try:
+        if problem.kind == "math" and answer is not None:
+            verdict = grade_answer(problem, answer)
+        elif code is not None:
+            verdict = env._on_sandbox(lambda box: _judge(box, problem, code))
+    except TimeoutError:
+        error = TraceError(kind="sandbox", reason="no_answer", message="the sandbox did not answer")
+    if verdict is not None and problem.kind == "math" and answer is None:
+        answer = extract_final_answer(verdict.stdout)
+    n = len(env.scripts)
+    trace = Trace(
+        id=f"trl-{problem.id}",
+        problem_id=problem.id,
+        mode=MODE,
+        model="trl",
+        final_code=code,
+        final_answer=answer,
+        verdict=verdict,
+        metrics=Metrics(executions=n, tool_calls=n),
+        error=error,
+    )
+    return rescore(trace, structure_ok=n > 0, weights=weights)

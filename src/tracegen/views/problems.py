@@ -5,23 +5,19 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from rich.table import Table
-
-from tracegen.errors import ConfigError
+from tracegen.config import RunSettings, load_settings
 from tracegen.jsonl import dumps
 from tracegen.problems.loader import load_problems
 from tracegen.schema import Problem
-from tracegen.terminal import console, json_bytes, untrusted
+from tracegen.terminal import console, json_bytes, text_table, untrusted
 
 
 def split_ids(problem_ids: str | None) -> list[str] | None:
-    """``"a, b"`` → ``["a", "b"]``; None → None; naming no id at all is an error."""
+    """``"a, b"`` → ``["a", "b"]``, read as `tracegen run` reads ``--problem-ids``
+    (`tracegen.config.RunSettings`)."""
     if problem_ids is None:
         return None
-    ids = [i.strip() for i in problem_ids.split(",") if i.strip()]
-    if not ids:
-        raise ConfigError("--problem-ids names no problem id")
-    return ids
+    return load_settings(RunSettings, {"problem_ids": problem_ids}, env={}).problem_ids
 
 
 def _test_kinds(problem: Problem) -> str:
@@ -40,7 +36,7 @@ def problems_command(
             out.write(json_bytes(dumps(problem)))
         out.flush()
         return
-    table = Table(title=untrusted(f"{source}: {len(problems)} problems"))
+    table = text_table(title=untrusted(f"{source}: {len(problems)} problems"))
     table.add_column("id", style="bold")
     table.add_column("kind")
     table.add_column("entry point")

@@ -26,7 +26,7 @@ from rich.text import Text
 from tracegen.errors import ConfigError, InputFileError, JsonlError
 from tracegen.jsonl import explain, iter_raw_lines, validate
 from tracegen.schema import ChatMessage, Step, Trace
-from tracegen.terminal import console, printable, untrusted
+from tracegen.terminal import console, printable, text_table, untrusted
 
 STYLES = {
     "think": "cyan",
@@ -162,7 +162,7 @@ def _tests(shown: Shown) -> Table | None:
     verdict = shown.trace.verdict
     if verdict is None:
         return None
-    table = Table(
+    table = text_table(
         title=untrusted(f"Tests: {verdict.passed}/{verdict.total} passed ({verdict.status})"),
         title_justify="left",
     )
@@ -178,7 +178,7 @@ def _tests(shown: Shown) -> Table | None:
 
 
 def _metrics(trace: Trace) -> Table:
-    table = Table(title="Metrics", title_justify="left", show_header=False)
+    table = text_table(title="Metrics", title_justify="left", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
     for name, value in trace.metrics.model_dump().items():

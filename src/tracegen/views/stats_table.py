@@ -15,7 +15,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 
 from tracegen.terminal import console as safe_console
-from tracegen.terminal import untrusted
+from tracegen.terminal import text_table, untrusted
 from tracegen.views.numbers import num, pct
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -50,7 +50,7 @@ def rate_bar(rate: float | None) -> str:
 
 
 def _summary(data: dict[str, Any]) -> Table:
-    table = Table(title="Traces", title_justify="left", show_header=False)
+    table = text_table(title="Traces", title_justify="left", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_column(justify="right")
@@ -74,7 +74,7 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def _distributions(data: dict[str, Any], counts: Mapping[str, Counter[float]]) -> Table:
-    table = Table(title="Distributions (every trace)", title_justify="left")
+    table = text_table(title="Distributions (every trace)", title_justify="left")
     table.add_column("metric", style="bold")
     for name in ("mean", "median", "p90", "max"):
         table.add_column(name, justify="right")
@@ -92,7 +92,7 @@ def _distributions(data: dict[str, Any], counts: Mapping[str, Counter[float]]) -
 
 
 def _tools(data: dict[str, Any]) -> Table:
-    table = Table(title="Tool calls, hallucinations, logprobs", title_justify="left")
+    table = text_table(title="Tool calls, hallucinations, logprobs", title_justify="left")
     table.add_column("", style="bold")
     table.add_column("count", justify="right")
     table.add_row("tool-call parse failures", num(data["parse_failures"]))
@@ -119,7 +119,7 @@ def _tools(data: dict[str, Any]) -> Table:
 
 def _problems(data: dict[str, Any]) -> Table:
     rows = list(data["problems"].items())
-    table = Table(title="Per problem (hardest first)", title_justify="left")
+    table = text_table(title="Per problem (hardest first)", title_justify="left")
     table.add_column("problem", no_wrap=True)
     for name in ("traces", "success", "rate"):
         table.add_column(name, justify="right")
@@ -143,7 +143,9 @@ def _problems(data: dict[str, Any]) -> Table:
 def _pass_at_k(data: dict[str, Any]) -> Table:
     runs = data["pass_at_k_by_mode_model"]
     ks = sorted({k for run in runs for k in run["pass_at_k"]} | set(data["pass_at_k"]), key=int)
-    table = Table(title="pass@k (unbiased estimator, mean over problems)", title_justify="left")
+    table = text_table(
+        title="pass@k (unbiased estimator, mean over problems)", title_justify="left"
+    )
     for name in ("mode", "model"):
         table.add_column(name, style="bold", no_wrap=True)
     table.add_column("problems", justify="right")
@@ -165,7 +167,7 @@ def _pass_at_k(data: dict[str, Any]) -> Table:
 
 
 def _groups(by: dict[str, Any]) -> Table:
-    table = Table(title=f"By {by['key']}", title_justify="left")
+    table = text_table(title=f"By {by['key']}", title_justify="left")
     table.add_column(by["key"], style="bold", no_wrap=True)
     columns = ("traces", "success", "pass@1", "ideal", "failed", "score", "turns", "tokens")
     for name in (*columns, "secs"):

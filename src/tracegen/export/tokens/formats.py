@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tracegen.export.builder import BATCH_ROWS, ConvertCounts, ConvertOptions, Row, Skipped
 from tracegen.export.rl import (
+    CONSTRAINED,
     atropos_features,
     atropos_groups,
     atropos_sample,
@@ -167,7 +168,19 @@ class TokenBuilder:
 
     def _warn_logprobs(self) -> None:
         """One line when some episodes' logprobs are not the sampler's."""
-        off = {k: n for k, n in self.kinds.items() if not sampled_logprobs(k)}
+        constrained = sum(n for k, n in self.kinds.items() if k.endswith(CONSTRAINED))
+        if constrained:
+            self._counts.warnings.append(
+                f"{constrained} episodes were decoded under a grammar (--constrain): the "
+                "grammar masked the sampler, so their logprobs (the model's before the mask) "
+                "are not the distribution sampled from; for on-policy logprobs generate with "
+                "--constrain off"
+            )
+        off = {
+            k: n
+            for k, n in self.kinds.items()
+            if not sampled_logprobs(k) and not k.endswith(CONSTRAINED)
+        }
         if not off:
             return
         self._counts.warnings.append(

@@ -54,6 +54,8 @@ from tracegen.config import (
     RETRY_INITIAL_S,
     RETRY_MAX_S,
     RETRY_MAX_WAITING_S,
+    RunSettings,
+    env_names,
     redact_url,
 )
 from tracegen.errors import (
@@ -121,6 +123,12 @@ def _has_userinfo(url: str) -> bool:
     return bool(parts.userinfo)
 
 
+def key_variable(setting: str) -> str:
+    """The environment variable a user sets the key setting ``setting`` with: the one its
+    declaration names for it (`tracegen.config.env_names`; another tool's, where it reads one)."""
+    return env_names(setting, RunSettings.model_fields[setting])[-1]
+
+
 class HttpBackend:
     """Base of the backends that talk to a model server over HTTP (see the module docstring)."""
 
@@ -130,11 +138,6 @@ class HttpBackend:
     """The environment variable users set the API key with, for the 401 hint."""
     key_settings: ClassVar[tuple[str, ...]] = ("api_key",)
     """The settings that may hold its API key, the first one set wins."""
-    KEY_VARIABLES: ClassVar[dict[str, str]] = {
-        "api_key": "TRACEGEN_API_KEY",
-        "ollama_api_key": "OLLAMA_API_KEY",
-        "openai_api_key": "OPENAI_API_KEY",
-    }
 
     def __init__(
         self,
@@ -177,7 +180,7 @@ class HttpBackend:
         """Requests in a row that ended in a `RepeatedAnswer`."""
         self._unreadable_server: UnreadableServer | None = None
         if api_key and _has_userinfo(url):
-            variables = " or ".join(self.KEY_VARIABLES[k] for k in self.key_settings)
+            variables = " or ".join(key_variable(k) for k in self.key_settings)
             raise ConfigError(
                 f"{self.host}: the URL holds credentials and an API key ({variables}) is set "
                 "too; give one of them"

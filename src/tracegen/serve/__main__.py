@@ -1,0 +1,5 @@
+import sys
+
+from tracegen.serve import main
+
+sys.exit(main())
