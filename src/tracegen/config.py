@@ -325,6 +325,11 @@ class RunSettings(GenerationSettings):
         description="Isolation: auto (bubblewrap where it runs, else builtin), bwrap, builtin, "
         "rlimit (weak).",
     )
+    sandbox_packages: bool = Field(
+        default=False,
+        description="Let generated code import the packages installed beside tracegen "
+        "(numpy...), read-only; by default only the standard library.",
+    )
     require_logprobs: bool = Field(
         default=False,
         description="Fail if the server returns none.",

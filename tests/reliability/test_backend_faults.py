@@ -331,5 +331,6 @@ def test_sigterm_ends_a_run_within_10_s_whatever_the_server_does(
     assert took < 10, took
     assert proc.returncode == 143, stderr
     assert TRACEBACK not in stderr
-    assert read_jsonl(out) == []
-    assert len(read_jsonl(tmp_path / "traces.jsonl.state")) == 1
+    # no server answered: the run leaves no files behind
+    assert not out.exists()
+    assert not (tmp_path / "traces.jsonl.state").exists()

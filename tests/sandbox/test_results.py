@@ -196,7 +196,7 @@ async def test_each_execution_gets_a_fresh_directory_that_is_removed(sandbox: Sa
     code = "import os\nopen('state', 'w').write('x')\nprint(os.getcwd())\n"
     first = await sandbox.run_code(code)
     second = await sandbox.run_code("import os\nprint(os.listdir('.'))\n")
-    assert second.stdout == "[]\n"
+    assert second.stdout == "['solution.py']\n"  # its own file, nothing of the first
     if sandbox.isolation == "rlimit":
         assert not Path(first.stdout.strip()).exists()
 

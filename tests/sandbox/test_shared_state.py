@@ -112,8 +112,9 @@ def test_nor_across_separate_tracegen_processes(flavour: str, tmp_path: Path) ->
 
 @pytest.mark.parametrize("flavour", FILTERED)
 async def test_reading_a_host_file_writes_no_access_time(flavour: str) -> None:
-    before = s.stale_atime()
+    path = s.ATIME_FILES[0]
+    before = s.stale_atime(path)
     async with Sandbox(flavour, limits=LIMITS) as sandbox:
-        result = await sandbox.run_code(s.ATIME)
+        result = await sandbox.run_code(s.atime_program(path))
     assert result.status == "ok", result.error
-    assert (json.loads(result.stdout), s.FILES[1].stat().st_atime) == ([True, True], before)
+    assert (json.loads(result.stdout), path.stat().st_atime) == ([True, True], before)

@@ -26,7 +26,7 @@ from tests.support import shared_state as s
 from tests.support.forgeries import SQUARE
 from tests.support.siblings import HOSTILE, LIMITS, RIGHT
 from tracegen.sandbox import Sandbox
-atime_before = s.stale_atime()  # as root: a file nobody may not touch
+atime_before = s.stale_atime(s.ATIME_FILES[1])  # as root: nobody may not set it
 """
 SCRIPT = r"""
 
@@ -46,9 +46,9 @@ async def main():
         out["probes"] = json.loads(r.stdout) if r.status == "ok" else r.error
         r = await sandbox.run_code(s.ORDINARY)
         out["ordinary"] = json.loads(r.stdout) if r.status == "ok" else r.error
-        r = await sandbox.run_code(s.ATIME)
+        r = await sandbox.run_code(s.atime_program(s.ATIME_FILES[1]))
         read_only = json.loads(r.stdout) if r.status == "ok" else r.error
-        out["atime"] = [read_only, s.FILES[1].stat().st_atime == atime_before]
+        out["atime"] = [read_only, s.ATIME_FILES[1].stat().st_atime == atime_before]
         s.evict()
         samples = []
         for _ in range(s.SAMPLES):

@@ -79,7 +79,11 @@ DENIED = {
     "setns": "libc.setns(os.open('/proc/self/ns/net', os.O_RDONLY), 0)",
     "socket(AF_UNIX)": "socket.socket(socket.AF_UNIX).fileno() and 0",
     "socket(AF_UNIX, SOCK_DGRAM)": "socket.socket(1, socket.SOCK_DGRAM).fileno() and 0",
-    "socketpair": "socket.socketpair()[0].fileno() and 0",
+    # A pair of unix sockets is allowed (asyncio wakes itself through one), of no other kind;
+    # descriptors never cross a socket: sendmsg is the only call that carries them.
+    "socketpair(AF_INET)": "socket.socketpair(socket.AF_INET)[0].fileno() and 0",
+    "sendmsg": "socket.socketpair()[0].sendmsg([b'x']) and 0",
+    "sendmsg(SCM_RIGHTS)": "socket.send_fds(socket.socketpair()[0], [b'x'], [0]) and 0",
     # The user keyring (-4) is the uid's, not the execution's: what one execution left
     # there, the next of the same uid would read (a key id > 0 when the kernel let it).
     "add_key": "min(libc.syscall(248, b'user', b'left', b'x', 1, -4), 0)",
@@ -119,10 +123,23 @@ if pid == 0:
 out["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 out["subprocess"] = subprocess.run(["echo", "hi"], capture_output=True, text=True).stdout
 out["clone3"] = errno.errorcode.get(ctypes.get_errno()) if libc.syscall(435, None, 0) < 0 else 0
+import asyncio, socket
+a, b = socket.socketpair()
+a.send(b"pair")
+out["socketpair"] = b.recv(4).decode()
+out["asyncio"] = asyncio.run(asyncio.sleep(0, "loop"))
 print(json.dumps(out))
 """
-"""Threads, fork and subprocess work; ``clone3`` reads as absent (the C library falls back)."""
-ORDINARY_OUT = {"threads": 5050, "fork": 7, "subprocess": "hi\n", "clone3": "ENOSYS"}
+"""Threads, fork, subprocess, a socket pair and asyncio's event loop work; ``clone3`` reads as
+absent (the C library falls back)."""
+ORDINARY_OUT = {
+    "threads": 5050,
+    "fork": 7,
+    "subprocess": "hi\n",
+    "clone3": "ENOSYS",
+    "socketpair": "pair",
+    "asyncio": "loop",
+}
 
 
 def shmem_mb() -> int:

@@ -227,16 +227,23 @@ answers in turn. With that memory it passes `HIDDEN` by its 14th sample; without
 sample is the first and fails."""
 SAMPLES = 16
 
-ATIME = f"""
+_DOCS = sorted(Path("/usr/share/doc").glob("*/copyright"))
+ATIME_FILES = (_DOCS[-1], _DOCS[-2]) if len(_DOCS) > 26 else (CHANNEL, CHANNEL)
+"""A file for the test as tracegen's own user, one for the test as ``nobody``: read by
+nothing else here (the attack's `FILES` are read with access times under rlimit)."""
+
+
+def atime_program(path: Path) -> str:
+    """Reads ``path``; prints whether the system directories are mounted read-only."""
+    return f"""
 import json, os
-with open({str(FILES[1])!r}, "rb") as f:
+with open({str(path)!r}, "rb") as f:
     f.read()
 print(json.dumps([bool(os.statvfs(p).f_flag & os.ST_RDONLY) for p in ("/usr", "/bin")]))
 """
-"""Reads a file of the host; whether the system directories are mounted read-only."""
 
 
-def stale_atime(path: Path = FILES[1]) -> float:
+def stale_atime(path: Path) -> float:
     """Set ``path``'s access time a day before its modification time (so that reading it
     would update it, ``relatime`` or not); that access time."""
     stat = path.stat()

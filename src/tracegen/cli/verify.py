@@ -1,4 +1,5 @@
-"""`tracegen verify`: its --problems and --sandbox are `tracegen run`'s (`tracegen.config`)."""
+"""`tracegen verify`: its --problems, --sandbox and --sandbox-packages are `tracegen run`'s
+(`tracegen.config`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def build() -> Callable[..., None]:
         solutions: Annotated[Path, typer.Argument(help="JSONL of {problem_id, code}, or traces.")],
         problems: str | None = None,
         sandbox: str | None = None,
+        sandbox_packages: bool | None = None,
         output: Annotated[
             Path | None, typer.Option("-o", "--output", help="Verdicts JSONL.")
         ] = None,
@@ -47,9 +49,10 @@ def build() -> Callable[..., None]:
             output=output,
             json_out=json_out,
             sandbox=sandbox or "auto",
+            packages=bool(sandbox_packages),
             time_scale=time_scale,
             all_tests=all_tests,
         )
 
-    with_run_options(verify, SUMMARY, ("problems", "sandbox"))
+    with_run_options(verify, SUMMARY, ("problems", "sandbox", "sandbox_packages"))
     return verify

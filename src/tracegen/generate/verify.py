@@ -25,9 +25,11 @@ async def verify_stream(
     warn: Callable[[str], None],
     emit: Callable[[Verdict], None],
     options: JudgeOptions | None = None,
+    packages: bool = False,
 ) -> None:
-    """Run ``solutions``, a bounded number at a time; ``emit`` each verdict in file order."""
-    settings = RunSettings.model_validate({"sandbox": isolation})
+    """Run ``solutions``, a bounded number at a time; ``emit`` each verdict in file order;
+    ``packages``: programs may import tracegen's (``--sandbox-packages``)."""
+    settings = RunSettings.model_validate({"sandbox": isolation, "sandbox_packages": packages})
     async with EpisodeWorker(settings, limits=SandboxLimits()) as worker:
         if worker.warning:
             warn(worker.warning)

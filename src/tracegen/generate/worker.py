@@ -52,8 +52,9 @@ class CountingRunner:
 class EpisodeWorker:
     """A warm sandbox and the episodes run on it (see the module docstring).
 
-    ``settings`` give the isolation (``sandbox``) and the time each execution may run
-    (``exec_timeout``); ``backend`` answers the episodes unless `run` is given another;
+    ``settings`` give the isolation (``sandbox``), the time each execution may run
+    (``exec_timeout``) and whether programs may import tracegen's packages
+    (``sandbox_packages``); ``backend`` answers the episodes unless `run` is given another;
     ``concurrency`` caps the executions at once (default: one per core); ``limits`` replace
     those of ``exec_timeout``.
     """
@@ -71,6 +72,7 @@ class EpisodeWorker:
             isolation=settings.sandbox,
             limits=limits or SandboxLimits.for_timeout(settings.exec_timeout),
             concurrency=concurrency,
+            packages=settings.sandbox_packages,
         )
         self.runner = CountingRunner(self.sandbox)
 

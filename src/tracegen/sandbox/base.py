@@ -21,7 +21,9 @@ class SandboxLimits(BaseModel):
     cpu_s: int = 10
     memory_mb: int = 1024
     file_size_mb: int = 16
-    processes: int = 32
+    processes: int = 64
+    """Processes and threads (``RLIMIT_NPROC`` counts each thread): a program's pool of
+    workers or its few dozen threads fit."""
     open_files: int = 64
     output_bytes: int = 64_000
 

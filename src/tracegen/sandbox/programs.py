@@ -181,8 +181,14 @@ def _program():
     sys.argv = ["main.py", *{argv}]
     with open("main.py", "rb") as f:
         source = f.read().decode("utf-8")
-    scope = {{"__name__": {module}, "__file__": os.path.abspath("main.py"),
-              "__builtins__": __builtins__}}
+    # A real module, as `python main.py` makes it: pickle, multiprocessing and typing find
+    # what it defines by the name its classes carry; its directory imports by name.
+    _module = type(sys)({module})
+    _module.__file__ = os.path.abspath("main.py")
+    _module.__builtins__ = __builtins__
+    sys.modules[{module}] = _module
+    sys.path.insert(0, os.getcwd())
+    scope = _module.__dict__
     status = 0
     try:
         exec(compile(source, "main.py", "exec"), scope)
@@ -199,6 +205,7 @@ def _program():
         except BaseException:
             pass
         status = 1
+    sys.modules["tracegen.sandbox._harness"].finalize()  # its threads, its atexit functions
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import importlib.machinery
 import itertools
 import os
+import re
 import select
 import signal
 import socket
@@ -33,6 +35,7 @@ from tracegen.sandbox.isolation import (
     detect_isolation,
     give_back_uid,
     judge_uid,
+    package_dirs,
     prefix_hidden_from_others,
     prober_uid,
     running_as_root,
@@ -206,10 +209,17 @@ class _ZygoteProcess:
     process, sends it requests and reads its reports (the process itself runs
     `tracegen.sandbox._zygote.Zygote`)."""
 
-    def __init__(self, isolation: IsolationName, root: bool, limits: dict[str, int]) -> None:
+    def __init__(
+        self,
+        isolation: IsolationName,
+        root: bool,
+        limits: dict[str, int],
+        packages: list[str] | None = None,
+    ) -> None:
         self.isolation = isolation
         self.root = root
         self.limits = limits
+        self.packages = packages or []
         self.alive = False
         self.cgroups: Cgroups | None = None
         self._pending: dict[int, asyncio.Future[_Done]] = {}
@@ -225,7 +235,8 @@ class _ZygoteProcess:
             self.cgroups = Cgroups.make(self.limits)
         cgroup_dirs = self.cgroups.dirs if self.cgroups is not None else []
         if self.isolation == "bwrap":
-            prefix, workbase = bwrap_prefix(self.root, binds=cgroup_dirs), "/tmp"
+            prefix = bwrap_prefix(self.root, binds=cgroup_dirs, read_only=self.packages)
+            workbase = "/tmp"
         else:
             self._workbase = workbase = tempfile.mkdtemp(prefix="tracegen-sandbox-")
             prefix = []
@@ -242,6 +253,7 @@ class _ZygoteProcess:
             "env": SAFE_ENV,
             "remap_prefix": self.isolation != "bwrap" and self.root and prefix_hidden_from_others(),
             "confine": self._confinement(),
+            "packages": self.packages,
         }
         command = sandbox_command("tracegen.sandbox._zygote.main", config=config)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
@@ -281,7 +293,8 @@ class _ZygoteProcess:
         """What the zygote's children apply: the built-in isolation's layers; under bwrap
         the seccomp filter, and dropping the capabilities bwrap's user namespace gave."""
         if self.isolation == "builtin":
-            return builtin_layers().zygote_config()
+            config = builtin_layers().zygote_config()
+            return {**config, "read_only": [*config["read_only"], *self.packages]}
         if self.isolation == "bwrap":
             return {
                 "seccomp": seccomp_supported(),
@@ -405,6 +418,7 @@ class Sandbox:
         isolation: str = "auto",
         limits: SandboxLimits | None = None,
         concurrency: int | None = None,
+        packages: bool = False,
     ) -> None:
         info = detect_isolation(isolation)
         self.info = info
@@ -413,6 +427,8 @@ class Sandbox:
         self.detail = info.detail
         self.limits = limits or SandboxLimits()
         self.concurrency = max(1, concurrency or os.cpu_count() or 1)
+        self.packages = packages
+        self._package_dirs = package_dirs()
         self._root = running_as_root()
         self._nproc = self.limits.processes
         if not self._root:
@@ -463,12 +479,26 @@ class Sandbox:
             ],
         }
         raw = await self._execute("tests", orjson.dumps(candidate), judged)
-        return _exec_result(raw, tests)
+        return self._named_unsupported(_exec_result(raw, tests))
 
     async def run_code(self, code: str) -> ExecResult:
         """Run a script and capture its output; ``tests`` stays empty."""
         raw = await self._execute("code", None, {"code": code})
-        return _exec_result(raw, None)
+        return self._named_unsupported(_exec_result(raw, None))
+
+    def _named_unsupported(self, result: ExecResult) -> ExecResult:
+        """``result``, whose error names what the sandbox did not offer the program, if that
+        is why it failed: ``unsupported: ...``, status ``error``; never a wrong answer."""
+        if result.status not in ("failed", "error"):
+            return result
+        errors = [result.error, *(t.error for t in result.tests)]
+        for error in errors:
+            withheld = [] if self.packages else self._package_dirs
+            why = _unsupported(error or "", withheld, self.limits.processes)
+            if why is not None:
+                result.status, result.error = "error", why
+                return result
+        return result
 
     async def run_process(
         self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
@@ -498,7 +528,8 @@ class Sandbox:
                 if self._zygote is not None:
                     await self._zygote.close()
                     self._zygote = None
-                zygote = _ZygoteProcess(self.isolation, self._root, self._limits)
+                offered = self._package_dirs if self.packages else []
+                zygote = _ZygoteProcess(self.isolation, self._root, self._limits, offered)
                 await zygote.start()
                 self._zygote = zygote
             return self._zygote
@@ -657,6 +688,34 @@ async def _write_all(fd: int, data: bytes) -> None:
         pass
     finally:
         os.close(fd)
+
+
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z_][\w.]*)'")
+
+
+def _unsupported(error: str, withheld: list[str], processes: int) -> str | None:
+    """What ``error`` says the sandbox did not offer, as ``unsupported: ...``, or None: a
+    package installed in ``withheld`` (beside tracegen, not offered to programs), a thread
+    beyond the process limit, or what the sandbox's own code raised
+    (`tracegen.sandbox._harness.Unsupported`)."""
+    said = error.find("unsupported: ")
+    if said >= 0:
+        return error[said:]
+    if error.startswith("RuntimeError: can't start new thread"):
+        return (
+            "unsupported: the program started more threads and processes than an execution "
+            f"may have ({processes}: the process limit)"
+        )
+    found = _NO_MODULE.search(error)
+    if found is None or not withheld:
+        return None
+    top = found.group(1).split(".")[0]
+    if importlib.machinery.PathFinder.find_spec(top, withheld) is None:
+        return None
+    return (
+        f"unsupported: {top} is installed beside tracegen, but programs import only the "
+        "standard library unless --sandbox-packages is given"
+    )
 
 
 def _parse_report(raw: _Raw) -> _Report | None:

@@ -70,7 +70,7 @@ class _SandboxLoop:
             target=self.loop.run_forever, name="tracegen-sandbox", daemon=True
         )
         self.thread.start()
-        self.workers: dict[tuple[str, float], EpisodeWorker] = {}
+        self.workers: dict[tuple[str, float, bool], EpisodeWorker] = {}
         # Closed before the interpreter stops the thread pools the sandbox's shutdown uses
         # (``atexit`` runs after that; threading's own exit hooks run first, newest first).
         threading._register_atexit(self.close)  # type: ignore[attr-defined]
@@ -105,8 +105,8 @@ class _SandboxLoop:
             raise
 
     async def worker(self, settings: RunSettings) -> EpisodeWorker:
-        """The worker of ``settings``' isolation and execution time, warm."""
-        key = (settings.sandbox, settings.exec_timeout)
+        """The worker of ``settings``' isolation, execution time and packages, warm."""
+        key = (settings.sandbox, settings.exec_timeout, settings.sandbox_packages)
         if key not in self.workers:
             self.workers[key] = await EpisodeWorker(settings).open()
         return self.workers[key]

@@ -112,6 +112,7 @@ def verify_command(
     output: Path | None,
     json_out: bool,
     sandbox: str,
+    packages: bool = False,
     time_scale: float = 1.0,
     all_tests: bool = False,
 ) -> None:
@@ -147,7 +148,7 @@ def verify_command(
 
     todo = iter_solutions(solutions, by_id, problems)
     try:
-        asyncio.run(verify_stream(todo, sandbox, warn, emit, options))
+        asyncio.run(verify_stream(todo, sandbox, warn, emit, options, packages))
     finally:
         if writer is not None:
             writer.close()
