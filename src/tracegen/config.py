@@ -375,8 +375,8 @@ class RunSettings(GenerationSettings):
         ge=MIN_SECONDS,
         le=MAX_SECONDS,
         description="Seconds every host may fail in a row before the run stops with exit 1 "
-        "(a server restarting within it is waited out).",
-        json_schema_extra=NO_CLI,
+        "(a server restarting within it is waited out); a model request is also given up "
+        "after this long, whatever request_timeout_s says.",
     )
     retry_initial_s: float = Field(
         default=RETRY_INITIAL_S,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 from collections import Counter
 from functools import partial
 
@@ -20,6 +21,7 @@ from tests.support.runs import (
     solver,
 )
 from tracegen import errors
+from tracegen.config import RunSettings
 from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
@@ -158,6 +160,31 @@ def test_a_server_down_for_too_long_stops_the_run_with_a_resume_hint(
     assert "no host has answered for 0.3s" in line and "run the same command to resume" in line
     assert read(workspace.out) == []
     assert len(read(workspace.rejects)) < 12
+
+
+def test_a_server_dripping_its_answer_stops_the_run_within_the_outage_flag(
+    cli, model, workspace, monkeypatch
+):
+    """Under the default request timeout (600 s), a server sending a byte every 2 s is never
+    idle and never done: the request is given up at the outage window (`--max-outage-s`)."""
+    monkeypatch.delenv("TRACEGEN_REQUEST_TIMEOUT_S", raising=False)
+    monkeypatch.setenv("TRACEGEN_MAX_ATTEMPTS", "1")
+    monkeypatch.setattr(factory, "HostPool", partial(HostPool, bench_s=0.05))
+    model.fail_randomly(1.0, [Fault("wire", message="slow-drip")], seed=1)
+    started = time.monotonic()
+    result = cli(workspace.args(model, "--max-outage-s", "0.5"))
+    took = time.monotonic() - started
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "no host has answered for 0.5s" in line and "did not answer within 0.5s" in line
+    assert took < 15, took
+    assert read(workspace.out) == []
+
+
+def test_the_outage_window_caps_a_model_request():
+    settings = RunSettings(model="m", max_outage_s=60)
+    assert factory.request_timeout_s(settings) == 60
+    assert factory.request_timeout_s(settings.model_copy(update={"max_outage_s": 3600})) == 600
 
 
 def test_unreachable_server_is_one_line_and_exit_1(cli, workspace):

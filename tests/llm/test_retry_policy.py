@@ -68,3 +68,24 @@ def test_stops_once_the_waits_add_up_to_its_limit() -> None:
     with pytest.raises(ServerError):
         asyncio.run(policy.call(attempt))
     assert 2 <= len(calls) < 20
+
+
+def test_no_try_starts_once_the_outage_window_has_passed() -> None:
+    """A try as long as the window (a server trickling its answer until the request's
+    timeout) is not tried again: the host has failed for the whole window."""
+
+    async def slow_failure() -> str:
+        calls.append(1)
+        await asyncio.sleep(0.05)
+        raise ServerError("did not answer within 0.05s")
+
+    calls: list[int] = []
+    policy = RetryPolicy(attempts=5, initial_s=0.001, max_s=0.01, max_elapsed_s=0.05)
+    with pytest.raises(ServerError):
+        asyncio.run(policy.call(slow_failure))
+    assert len(calls) == 1
+    calls.clear()
+    within = RetryPolicy(attempts=5, initial_s=0.001, max_s=0.01, max_elapsed_s=0.12)
+    with pytest.raises(ServerError):
+        asyncio.run(within.call(slow_failure))
+    assert 2 <= len(calls) < 5

@@ -9,23 +9,49 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import orjson
 import pytest
 
-pytestmark = pytest.mark.slow
-pytest.importorskip(
-    "verifiers.v1", reason="verifiers is not installed: pip install 'tracegen[verifiers]'"
-)
+from tests.support.asgi import add_problems
 
-from tests.support.asgi import add_problems  # noqa: E402
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _verifiers() -> None:
+    # Imported when a test runs, not when the file is collected: the fast tier skips the cost.
+    pytest.importorskip(
+        "verifiers.v1", reason="verifiers is not installed: pip install 'tracegen[verifiers]'"
+    )
+
 
 BIN = Path(sys.executable).parent
-VF_EVAL = shutil.which("vf-eval", path=str(BIN)) or shutil.which("vf-eval")
+# verifiers' v1 eval command: `vf-eval` from 0.4, `eval` in 0.3 (whose `vf-eval` is the legacy one).
+try:
+    _EVAL_NAMES = [
+        ep.name
+        for ep in metadata.distribution("verifiers").entry_points
+        if ep.group == "console_scripts" and ep.value == "verifiers.v1.cli.eval.main:main"
+    ]
+except metadata.PackageNotFoundError:
+    _EVAL_NAMES = []
+VF_EVAL = next(
+    (
+        found
+        for name in _EVAL_NAMES
+        if (found := shutil.which(name, path=str(BIN)) or shutil.which(name))
+    ),
+    None,
+)
 
 
-@pytest.mark.skipif(VF_EVAL is None, reason="vf-eval comes with verifiers")
+@pytest.mark.skipif(
+    VF_EVAL is None,
+    reason="verifiers' v1 eval command is not installed: pip install 'tracegen[verifiers]'",
+)
 @pytest.mark.skipif(
     shutil.which("uv", path=f"{BIN}:{os.environ.get('PATH', '')}") is None,
     reason="verifiers' null harness runs its chat program with uv (pip install uv)",

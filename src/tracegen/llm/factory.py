@@ -84,6 +84,15 @@ class Found:
     server: ServerInfo | None
 
 
+def request_timeout_s(settings: RunSettings) -> float:
+    """How long one try of a model request may take: ``request_timeout_s``, capped by the
+    outage window (and no try starts after the window: `backend_for`). A request that has not
+    answered within the window counts as the host failing for all of it, so a server that
+    trickles its answer a byte at a time (never idle, never done) stops the run within the
+    window like one that refuses, not after the request's own ten minutes."""
+    return min(settings.request_timeout_s, settings.max_outage_s)
+
+
 def backend_for(
     settings: RunSettings,
     host: str,
@@ -104,11 +113,12 @@ def backend_for(
     key = next((v for v in (getattr(settings, k) for k in make.key_settings) if v), None)
     options: dict[str, Any] = {
         "api_key": key.get_secret_value() if key else None,
-        "timeout_s": settings.request_timeout_s if timeout_s is None else timeout_s,
+        "timeout_s": request_timeout_s(settings) if timeout_s is None else timeout_s,
         "max_attempts": settings.max_attempts if max_attempts is None else max_attempts,
         "retry_initial_s": settings.retry_initial_s,
         "on_retry": on_retry,
         "max_answer_bytes": settings.max_answer_bytes,
+        "max_request_s": settings.max_outage_s,
     }
     if server is not None:
         options["server"] = server

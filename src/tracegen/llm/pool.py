@@ -201,8 +201,12 @@ class HostPool:
                         raise self.outage
                     back = min(h.benched_until for h in candidates)
                     timeout = None if back == math.inf else back - now
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow the task's
+                # own cancellation when the wait ends at the same moment (CPython gh-86296), and
+                # a worker cancelled at the end of a run then waits here for ever.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._changed.wait()
 
     def _outage_error(self) -> HostsDown:
         return HostsDown(

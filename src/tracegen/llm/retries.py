@@ -2,8 +2,9 @@
 
 A request is retried when its error says so (`tracegen.errors.BackendError.retryable`),
 waiting the server's ``Retry-After`` when it sent one, else a random time up to
-``initial_s · 2^n`` (capped at ``max_s``): at most ``attempts`` attempts and ``max_waiting_s``
-seconds of waiting in all.
+``initial_s · 2^n`` (capped at ``max_s``): at most ``attempts`` attempts, ``max_waiting_s``
+seconds of waiting in all, and no new attempt once ``max_elapsed_s`` have passed since the
+first began (the run's outage window: a host failing that long is down, whatever its tries).
 
 Most requests succeed at once, so the first attempt runs bare: tenacity costs about 25 µs of
 CPU a call, a tenth of a model turn's (docs/performance.md). Its failure, when the policy
@@ -12,6 +13,8 @@ retries it, is tenacity's first attempt, so its counts, waits and stop see it as
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -35,6 +38,8 @@ class RetryPolicy:
     max_s: float = RETRY_MAX_S
     on_retry: RetryListener | None = None
     """Told each retry in one line (the error, the attempt, the wait)."""
+    max_elapsed_s: float = math.inf
+    """No attempt starts this long after the first began."""
 
     @staticmethod
     def retries(error: BaseException) -> bool:
@@ -43,23 +48,32 @@ class RetryPolicy:
 
     async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """``attempt()`` until it succeeds or fails in a way the policy does not retry."""
+        started = time.monotonic()
         try:
             return await attempt()
         except BackendError as e:
             if self.attempts <= 1 or not self.retries(e):
                 raise
+            if time.monotonic() - started >= self.max_elapsed_s:
+                raise
             first = e
-        async for each in self.tenacity():
+        async for each in self.tenacity(started):
             with each:
                 if each.retry_state.attempt_number == 1:
                     raise first
                 return await attempt()
         raise AssertionError("tenacity ends by returning or raising")  # pragma: no cover
 
-    def tenacity(self) -> AsyncRetrying:
-        """The policy as tenacity runs it (a new one per request: tenacity keeps its state)."""
+    def tenacity(self, started: float | None = None) -> AsyncRetrying:
+        """The policy as tenacity runs it (a new one per request: tenacity keeps its state),
+        for a request whose first attempt began at ``started`` (`time.monotonic`; now)."""
+        began = time.monotonic() if started is None else started
+
+        def stop(state: RetryCallState) -> bool:
+            return self._stop(state) or time.monotonic() - began >= self.max_elapsed_s
+
         return AsyncRetrying(
-            stop=self._stop,
+            stop=stop,
             wait=self._wait,
             retry=retry_if_exception(self.retries),
             before_sleep=self._tell,

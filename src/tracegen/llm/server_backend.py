@@ -41,6 +41,7 @@ one, else a random time up to ``retry_initial_s · 2^n`` (capped at ``retry_max_
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, TypeVar
@@ -154,9 +155,11 @@ class HttpBackend:
         server: ServerInfo | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         max_answer_bytes: int | None = None,
+        max_request_s: float = math.inf,
     ) -> None:
         """``transport`` replaces the network (httpx's), for example to serve tests in
-        process; ``max_answer_bytes`` replaces every answer's `answer_limit`."""
+        process; ``max_answer_bytes`` replaces every answer's `answer_limit`;
+        ``max_request_s``: no try of a request starts this long after its first."""
         url = host.rstrip("/")
         self.host = redact_url(url)
         """The host as messages, logs and traces show it: credentials in the URL hidden."""
@@ -171,6 +174,7 @@ class HttpBackend:
             initial_s=retry_initial_s,
             max_s=retry_max_s,
             on_retry=on_retry,
+            max_elapsed_s=max_request_s,
         )
         self.max_answer_bytes = max_answer_bytes
         self._unreadable: dict[str, int] = {}

@@ -1,5 +1,5 @@
-"""tracegen's problems, modes and judge as a verifiers environment (``verifiers`` 0.4, its
-v1 API: ``verifiers.v1.Taskset`` and ``verifiers.v1.Env``).
+"""tracegen's problems, modes and judge as a verifiers environment (``verifiers`` 0.3.1 or
+0.4, its v1 API: ``verifiers.v1.Taskset`` and ``verifiers.v1.Env``).
 
 The taskset is tracegen's problems (``--env.taskset.tracegen`` takes ``tracegen run``'s
 settings: ``problems``, ``mode``, ``sandbox``, ``max_iterations``…). The env's rollout is

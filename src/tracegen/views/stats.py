@@ -18,6 +18,7 @@ linearly between closest ranks, like ``numpy.quantile``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import glob
 import itertools
 import math
@@ -25,13 +26,11 @@ import os
 import signal
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Generator, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from itertools import chain, repeat
-from multiprocessing import get_all_start_methods, get_context
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, Self, TypeVar, cast
 
@@ -155,6 +154,40 @@ def _decoder(line: type[TraceFacts]) -> msgspec.json.Decoder[TraceFacts]:
 _NO_METRICS = MetricFacts()
 _METRIC_VALUES = attrgetter(*METRICS)
 _COUNTED_VALUES = attrgetter(*COUNTED)
+_METRICS_OF = attrgetter("metrics")
+_SCORE_OF = attrgetter("score")
+_SUCCESS_OF = attrgetter("success")
+_IDEAL_OF = attrgetter("is_ideal")
+_ERROR_OF = attrgetter("error")
+_PROBLEM_OF = attrgetter("problem_id")
+_MODE_OF = attrgetter("mode")
+_MODEL_OF = attrgetter("model")
+_BY_OF = {key: attrgetter(name) for key, name in BY_KEYS.items()}
+_HALLUCINATED_OF = attrgetter("hallucinated_results")
+_STRATEGIES_OF = attrgetter("parse_strategies")
+_LOGPROBS_STATUS_OF = attrgetter("logprobs_status")
+_VERDICT_OF = attrgetter("verdict")
+_MESSAGES_OF = attrgetter("messages")
+_ROLE_OF = attrgetter("role")
+_LOGPROBS_OF = attrgetter("logprobs")
+_USAGE_OF = attrgetter("usage")
+_REQUESTS_OF = attrgetter("requests")
+_TOKEN_REQUESTS_OF = attrgetter("token_requests")
+
+
+def _whole(column: list[Any]) -> list[Any]:
+    return column
+
+
+@dataclass
+class _Rows:
+    """The columns of a block of traces that every `Group` sums, one entry per trace."""
+
+    success: list[bool]
+    ideal: list[bool]
+    errors: list[ErrorFacts | None]
+    columns: list[list[float]]
+    """``score`` and each of `METRICS`, in `DISTRIBUTIONS`' order."""
 
 
 @dataclass
@@ -174,15 +207,22 @@ class Group:
         self.failed += facts.error is not None
         self.sums = [total + value for total, value in zip(self.sums, values, strict=True)]
 
-    def add_rows(self, facts: list[TraceFacts], values: list[tuple[float, ...]]) -> None:
-        """`add` for each trace of ``facts`` and its ``values``, in one step."""
-        self.traces += len(facts)
-        self.success += sum(f.success for f in facts)
-        self.ideal += sum(f.is_ideal for f in facts)
-        self.failed += sum(f.error is not None for f in facts)
+    def add_columns(self, rows: _Rows, indexes: list[int] | None) -> None:
+        """`add` for the traces of a block (those at ``indexes``, or all), column by column."""
+        if indexes is None:
+            pick: Callable[[list[Any]], Sequence[Any]] = _whole
+        elif len(indexes) == 1:
+            one = indexes[0]
+            pick = lambda column: (column[one],)  # noqa: E731
+        else:
+            pick = itemgetter(*indexes)
+        errors = pick(rows.errors)
+        self.traces += len(errors)
+        self.success += sum(pick(rows.success))
+        self.ideal += sum(pick(rows.ideal))
+        self.failed += len(errors) - errors.count(None)
         self.sums = [
-            total + sum(column)
-            for total, column in zip(self.sums, zip(*values, strict=False), strict=True)
+            total + sum(pick(column)) for total, column in zip(self.sums, rows.columns, strict=True)
         ]
 
     def merge(self, other: Group) -> None:
@@ -270,18 +310,32 @@ class Stats:
         self.requests_with_token_ids += len(facts.token_requests or ())
 
     def add_all(self, items: list[TraceFacts]) -> None:
-        """`add` for every trace of ``items`` (a block of lines), counted column by column."""
+        """`add` for every trace of ``items`` (a block of lines), counted column by column:
+        each column is read off the block with `attrgetter` and counted by builtins, so no
+        Python code runs per line (the totals are the same, summed in the same order)."""
         if not items:
             return
-        metrics = [f.metrics or _NO_METRICS for f in items]
-        values = [(f.score, *_METRIC_VALUES(m)) for f, m in zip(items, metrics, strict=True)]
-        self.total.add_rows(items, values)
-        self._add_groups(self.problems, [f.problem_id for f in items], items, values)
+        metrics = list(map(_METRICS_OF, items))
+        if None in metrics:
+            metrics = [m or _NO_METRICS for m in metrics]
+        columns = [
+            list(map(_SCORE_OF, items)),
+            *map(list, zip(*map(_METRIC_VALUES, metrics), strict=True)),
+        ]
+        rows = _Rows(
+            list(map(_SUCCESS_OF, items)),
+            list(map(_IDEAL_OF, items)),
+            list(map(_ERROR_OF, items)),
+            columns,
+        )
+        self.total.add_columns(rows, None)
+        problem_ids = list(map(_PROBLEM_OF, items))
+        self._add_groups(self.problems, problem_ids, rows)
         if self.by is not None:
-            keys = list(map(attrgetter(BY_KEYS[self.by]), items))
-            self._add_groups(self.groups, keys, items, values)
-        cells = [(f.mode, f.model, f.problem_id) for f in items]
-        won = Counter(cell for cell, f in zip(cells, items, strict=True) if f.success)
+            keys = problem_ids if self.by == "problem" else list(map(_BY_OF[self.by], items))
+            self._add_groups(self.groups, keys, rows)
+        cells = list(zip(map(_MODE_OF, items), map(_MODEL_OF, items), problem_ids, strict=True))
+        won = Counter(compress(cells, rows.success))
         for cell, n in Counter(cells).items():
             tally = self.samples.get(cell)
             if tally is None:
@@ -289,30 +343,31 @@ class Stats:
             else:
                 tally[0] += n
                 tally[1] += won[cell]
-        self.failures.update(f"{e.kind}/{e.reason}" for f in items if (e := f.error) is not None)
-        columns = list(zip(*values, strict=False))
+        if len(rows.errors) != rows.errors.count(None):
+            self.failures.update(f"{e.kind}/{e.reason}" for e in rows.errors if e is not None)
         for counts, column in zip(self.distributions.values(), columns[:-1], strict=False):
             counts.update(column)
         self.distributions[DISTRIBUTIONS[-1]].update(map(round, columns[-1], repeat(3)))
-        for name, column in zip(
+        for name, counted in zip(
             COUNTED, zip(*map(_COUNTED_VALUES, metrics), strict=False), strict=True
         ):
-            self.counted[name] += sum(column)
-        self.traces_with_hallucinations += sum(m.hallucinated_results > 0 for m in metrics)
-        for m in metrics:
-            for strategy, n in m.parse_strategies.items():
-                self.strategies[strategy] += n
-        self.logprobs.update(map(attrgetter("logprobs_status"), items))
-        for f in items:
-            if f.verdict is not None:
-                self._count_outcomes(f.verdict)
-        roles = Counter(
-            map(attrgetter("role"), chain.from_iterable(f.messages or () for f in items))
-        )
+            self.counted[name] += sum(counted)
+        hallucinated = list(map(_HALLUCINATED_OF, metrics))
+        self.traces_with_hallucinations += len(hallucinated) - hallucinated.count(0)
+        strategies = self.strategies
+        for strategy, n in chain.from_iterable(
+            map(dict.items, filter(None, map(_STRATEGIES_OF, metrics)))
+        ):
+            strategies[strategy] += n
+        self.logprobs.update(map(_LOGPROBS_STATUS_OF, items))
+        for verdict in map(_VERDICT_OF, items):
+            if verdict is not None:
+                self._count_outcomes(verdict)
+        roles = Counter(map(_ROLE_OF, chain.from_iterable(filter(None, map(_MESSAGES_OF, items)))))
         self.assistant_turns += roles["assistant"]
-        self.turns_with_logprobs += sum(len(f.logprobs or ()) for f in items)
-        self.model_requests += sum(f.usage.requests for f in items if f.usage)
-        self.requests_with_token_ids += sum(len(f.token_requests or ()) for f in items)
+        self.turns_with_logprobs += sum(map(len, filter(None, map(_LOGPROBS_OF, items))))
+        self.model_requests += sum(map(_REQUESTS_OF, filter(None, map(_USAGE_OF, items))))
+        self.requests_with_token_ids += sum(map(len, filter(None, map(_TOKEN_REQUESTS_OF, items))))
 
     def _count_outcomes(self, verdict: VerdictFacts | None) -> None:
         """A program problem's verdict and tests, by outcome (other verdicts have none)."""
@@ -323,17 +378,12 @@ class Stats:
                     self.test_outcomes[test.outcome] += 1
 
     @staticmethod
-    def _add_groups(
-        groups: dict[str, Group],
-        keys: list[str],
-        items: list[TraceFacts],
-        values: list[tuple[float, ...]],
-    ) -> None:
-        rows: dict[str, list[int]] = defaultdict(list)
+    def _add_groups(groups: dict[str, Group], keys: list[str], rows: _Rows) -> None:
+        at: dict[str, list[int]] = defaultdict(list)
         for i, key in enumerate(keys):
-            rows[key].append(i)
-        for key, at in rows.items():
-            groups[key].add_rows([items[i] for i in at], [values[i] for i in at])
+            at[key].append(i)
+        for key, indexes in at.items():
+            groups[key].add_columns(rows, indexes)
 
     def merge(self, other: Stats) -> None:
         """Add the counts of ``other`` (of lines read after these)."""
@@ -522,6 +572,20 @@ class _Stop(Exception):
     """The first bad line of a span read with --strict: no need to read on."""
 
 
+@contextlib.contextmanager
+def _no_cycle_collection() -> Generator[None, None, None]:
+    """Python's cycle collector paused: a block's lists of decoded structs form no cycles
+    (each is freed by its reference count), but their number alone set off collections that
+    walked every one of them, as much CPU as the decoding on small lines."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _count_span(file: int, path: Path, span: tuple[int, int | None], job: _Job) -> _Part:
     part = _Part(Stats(by=job.by), job.tally() if job.tally else None)
 
@@ -535,15 +599,13 @@ def _count_span(file: int, path: Path, span: tuple[int, int | None], job: _Job) 
     add_all, tally = part.stats.add_all, part.tally
     decoder = _decoder(job.line)
     blocks = iter_struct_blocks(path, decoder, on_error=bad_line, name=TRACE_NAME, span=span)
-    try:
+    with _no_cycle_collection(), contextlib.suppress(_Stop):
         for block in blocks:
             add_all(block.items)
             if tally is not None:
                 for facts, offset in zip(block.items, block.offsets, strict=True):
                     tally.add(facts, (file, offset))
             part.lines += block.lines
-    except _Stop:
-        pass
     return part
 
 
@@ -565,6 +627,10 @@ def _parts(
         for file, path, span in spans:
             yield _count_span(file, path, span, job)
         return
+    # Imported here: a file of one span (most) is counted without them.
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_all_start_methods, get_context
+
     context = get_context("fork") if "fork" in get_all_start_methods() else None
     pool = ProcessPoolExecutor(
         min(workers, len(spans)), mp_context=context, initializer=_ignore_interrupts
