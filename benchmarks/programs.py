@@ -101,7 +101,7 @@ async def judged(
     from tracegen.sandbox.programs import Programs
 
     async with Sandbox(isolation, concurrency=1) as sandbox:
-        judge = ProgramJudge(Programs(sandbox), JudgeOptions(all_tests=True))
+        judge = ProgramJudge(Programs(sandbox), JudgeOptions(all_tests=True, batch=True))
         warm = await judge.judge(problem, code, language)  # the zygote and the build warmed
         assert warm.status == "ok", warm
         cpu, started = _cpu(), time.perf_counter()

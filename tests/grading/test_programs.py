@@ -225,7 +225,8 @@ async def test_a_programs_tests_run_in_one_execution(judge: ProgramJudge) -> Non
     programs = Programs(counting)  # type: ignore[arg-type]
     await programs.build(PYTHON["accepted"], "python")
     counting.executions = 0
-    result = await ProgramJudge(programs).judge(MANY, PYTHON["accepted"], "python")
+    batched = ProgramJudge(programs, JudgeOptions(batch=True))
+    result = await batched.judge(MANY, PYTHON["accepted"], "python")
     assert result.status == "ok" and result.passed == 20
     assert counting.executions == 1
 
@@ -254,7 +255,7 @@ async def test_verdicts_are_the_same_with_and_without_one_execution_per_program(
     judge: ProgramJudge, shape: str
 ) -> None:
     alone = ProgramJudge(judge.programs, JudgeOptions(batch=False, all_tests=True))
-    batched = ProgramJudge(judge.programs, JudgeOptions(all_tests=True))
+    batched = ProgramJudge(judge.programs, JudgeOptions(batch=True, all_tests=True))
     one = await alone.judge(THREE, PYTHON[shape], "python")
     other = await batched.judge(THREE, PYTHON[shape], "python")
     assert [t.outcome for t in one.tests] == [t.outcome for t in other.tests]
@@ -262,8 +263,31 @@ async def test_verdicts_are_the_same_with_and_without_one_execution_per_program(
 
 async def test_a_program_that_kills_the_batch_driver_is_judged_alone(judge: ProgramJudge) -> None:
     alone = ProgramJudge(judge.programs, JudgeOptions(batch=False))
+    batched = ProgramJudge(judge.programs, JudgeOptions(batch=True))
     expected = (await alone.judge(THREE, KILLS_ITS_PARENT, "python")).outcome
-    assert (await judge.judge(THREE, KILLS_ITS_PARENT, "python")).outcome == expected
+    assert (await batched.judge(THREE, KILLS_ITS_PARENT, "python")).outcome == expected
+
+
+DOUBLES = Problem(
+    id="doubles",
+    prompt="Read n; print 2n.",
+    language="python",
+    tests=[
+        TestCase(name="a", kind="stdio", input="1\n", expected="2\n"),
+        TestCase(name="b", kind="stdio", input="5\n", expected="10\n", private=True),
+    ],
+)
+LEAVES_A_FILE = (
+    "n = int(input())\n"
+    "with open('scratch.txt', 'a') as f:\n    f.write(f'{2 * n}\\n')\n"
+    "print(open('scratch.txt').readline().strip())\n"
+)
+"""Right alone on every test; wrong on a later test if it finds an earlier test's file."""
+
+
+async def test_what_one_test_leaves_behind_never_reaches_the_next(judge: ProgramJudge) -> None:
+    result = await judge.judge(DOUBLES, LEAVES_A_FILE, "python")
+    assert result.outcome == "accepted", [(t.outcome, t.error) for t in result.tests]
 
 
 @pytest.mark.slow
@@ -273,7 +297,7 @@ async def test_cpp_verdicts_are_the_same_with_and_without_one_execution(
     judge: ProgramJudge, shape: str
 ) -> None:
     alone = ProgramJudge(judge.programs, JudgeOptions(batch=False, all_tests=True))
-    batched = ProgramJudge(judge.programs, JudgeOptions(all_tests=True))
+    batched = ProgramJudge(judge.programs, JudgeOptions(batch=True, all_tests=True))
     one = await alone.judge(THREE, CPP[shape], "cpp")
     other = await batched.judge(THREE, CPP[shape], "cpp")
     assert [t.outcome for t in one.tests] == [t.outcome for t in other.tests]
@@ -285,6 +309,7 @@ async def test_many_tests_are_run_in_executions_of_at_most_a_hundred(judge: Prog
     await programs.build(PYTHON["accepted"], "python")
     counting.executions = 0
     problem = SUM.model_copy(update={"tests": SUM.tests * 101})
-    result = await ProgramJudge(programs).judge(problem, PYTHON["accepted"], "python")
+    batched = ProgramJudge(programs, JudgeOptions(batch=True))
+    result = await batched.judge(problem, PYTHON["accepted"], "python")
     assert result.status == "ok" and result.passed == 202
     assert counting.executions == 3

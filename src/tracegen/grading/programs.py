@@ -69,9 +69,11 @@ class JudgeOptions:
     time_scale: float = 1.0
     all_tests: bool = False
     output_bytes: int = OUTPUT_LIMIT
-    batch: bool = True
-    """Run a program's stdin tests in one execution (`Programs.run_batch`); any test whose
-    run there did not end well is run again alone, so verdicts are the same either way."""
+    batch: bool = False
+    """Run a program's stdin tests in one execution (`Programs.run_batch`; any test whose
+    run there did not end well is run again alone) instead of one execution per test. Off
+    by default: the tests of one batch share a working directory and the processes a test
+    leaves behind, so one test's run can change the next one's verdict."""
 
 
 def _limits(problem: Problem, options: JudgeOptions) -> Limits:
