@@ -49,6 +49,8 @@ DIFFERENT = [
     ("", "18"),
     ("10000005", "10000000"),  # within a relative 1e-6, but a whole number is exact
     ("84.0000001", "84"),
+    ("0", "1/3000000000"),  # a tiny expected value is not zero (no absolute tolerance)
+    ("0", "\\frac{1}{2000000000}"),
 ]
 
 

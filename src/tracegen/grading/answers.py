@@ -83,7 +83,7 @@ def _numbers_match(predicted: str, expected: str) -> bool:
         return _unwrap(predicted).casefold() == _unwrap(expected).casefold()
     if b.denominator == 1:  # a whole number: 10000005 is not 10000000
         return a == b
-    return a == b or math.isclose(a, b, rel_tol=_REL_TOL, abs_tol=1e-9)
+    return a == b or math.isclose(a, b, rel_tol=_REL_TOL)
 
 
 def _as_latex(text: str) -> str:
