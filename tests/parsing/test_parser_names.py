@@ -45,12 +45,51 @@ VLLM_PARSERS = (
 # vllm/tool_parsers/__init__.py)
 VLLM_LATER = ("gigachat3", "glm47", "lfm2", "granite4", "apertus")
 
+# vllm-project/vllm vllm/tool_parsers/__init__.py, _TOOL_PARSERS_TO_REGISTER (commit
+# 0064cc9cb1ae57b1308015d48a57462fa27a68f2): the names added since those above.
+VLLM_NEWER = (
+    "deepseek_v4",
+    "cohere_command3",
+    "cohere_command4",
+    "poolside_v1",
+    "hy_v3",
+    "kimi_k3",
+    "mimo",
+    "minimax_m3",
+    "minicpm5",
+    "step3p5",
+    "inkling",
+    "functiongemma",
+    "gemma4",
+    "solar_open2",
+)
+
+# vllm-project/vllm vllm/frontend/processing/tool_parsers/__init__.py (commit
+# 761f197523b7a355e0fff3e76d6d2fda81987ad6), where the registry moved: its names beyond those.
+VLLM_NEWEST = ("dots", "ling3", "hy_v4", "muse_glimmer")
+
+
+VLLM_ALL = VLLM_PARSERS + VLLM_LATER + VLLM_NEWER + VLLM_NEWEST
+
+NOT_READ_YET = {
+    "cohere_command3",
+    "cohere_command4",
+    "minimax_m3",
+    "solar_open2",
+    "dots",
+    "ling3",
+    "hy_v4",
+    "muse_glimmer",
+}
+"""vLLM's names whose formats tracegen does not read yet (calls in them are tried against
+every format in turn)."""
+
 
 def test_every_vllm_parser_name_is_known_to_tracegen() -> None:
-    missing = sorted(set(VLLM_PARSERS + VLLM_LATER) - set(parser_names()))
-    assert missing == []
+    missing = set(VLLM_ALL) - set(parser_names())
+    assert missing == NOT_READ_YET
 
 
 def test_each_vllm_name_resolves_to_a_parser() -> None:
-    for name in VLLM_PARSERS + VLLM_LATER:
+    for name in set(VLLM_ALL) - NOT_READ_YET:
         assert canonical_name(name)

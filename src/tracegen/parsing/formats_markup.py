@@ -12,13 +12,18 @@
   a namespace: ``step3`` (``<steptml:invoke …>`` between ``<｜tool_calls_begin｜>`` and
   ``<｜tool_calls_end｜>``), ``step_deepresearch`` (inside ``<steptml:toolcall>``) and
   ``deepseek_v32`` (DeepSeek-V3.2's DSML: ``<｜DSML｜invoke …>`` inside
-  ``<｜DSML｜function_calls>``, a parameter marked ``string="true"`` kept as text).
+  ``<｜DSML｜function_calls>``, a parameter marked ``string="true"`` kept as text), ``deepseek_v4``
+  (the same inside ``<｜DSML｜tool_calls>``) and, renamed, ``minicpm5`` (``<function name="f">
+  <param name="k">v</param></function>``, a value maybe in ``<![CDATA[…]]>``).
+- ``hy_v3`` (Hy3): the ``glm45`` layout with ``<tool_sep>`` after the name, inside
+  ``<tool_calls>``.
 
 A value is typed by the tool's schema when the request's ``tools`` is given (a ``string``
 parameter stays as written), else read as JSON when it is JSON (`parameter_value`). Sources:
 vLLM ``qwen3coder_tool_parser.py``, ``seed_oss_tool_parser.py``, ``glm4_moe_tool_parser.py``,
 ``minimax_m2_tool_parser.py``, ``step3_tool_parser.py``, ``step_deepresearch_tool_parser.py``,
-``deepseekv32_tool_parser.py``.
+``deepseekv32_tool_parser.py``, ``deepseekv4_tool_parser.py``, ``minicpm5xml_tool_parser.py``,
+``hy_v3_tool_parser.py``.
 """
 
 from __future__ import annotations
@@ -155,22 +160,54 @@ def glm45(text: str, tools: Tools = None) -> TextToolCalls | None:
     return found.finish("".join(kept))
 
 
+_HY_SECTION = re.compile(r"<tool_calls>(.*?)(?:</tool_calls>|\Z)", re.DOTALL)
+
+
+def hy_v3(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<tool_calls>`` holding GLM-style calls whose name ends with ``<tool_sep>`` (Hy3)."""
+    section = _HY_SECTION.search(text) if "<tool_sep>" in text else None
+    if section is None:
+        return None
+    found = glm45(section.group(1).replace("<tool_sep>", ""), tools)
+    if found is None:
+        return None
+    if not found.calls:
+        found.text = text
+        return found
+    return found.finish(text[: section.start()] + found.text + text[section.end() :])
+
+
 # ------------------------------------------------------------------ minimax_m2
 
 _STRING_ATTRIBUTE = re.compile(r"""\bstring\s*=\s*["']?(true|false)""")
 
 
-def invoke_format(block: str, namespace: str = "", *, strip: bool = True) -> Parser:
+_CDATA = re.compile(r"\A<!\[CDATA\[(.*)\]\]>\Z", re.DOTALL)
+
+
+def invoke_format(
+    block: str,
+    namespace: str = "",
+    *,
+    strip: bool = True,
+    tags: tuple[str, str] = ("invoke", "parameter"),
+    space: str = r"\s+",
+) -> Parser:
     """A parser for ``<NSinvoke name="f"><NSparameter name="k">v</NSparameter></NSinvoke>`` calls
-    inside the ``block`` pattern's first group. ``strip``: the spaces, tabs and one line break
-    around a value are markup, not data (MiniMax-M2); without it a value is kept as written."""
+    inside the ``block`` pattern's first group (``tags`` renames the two elements, ``space`` is
+    what separates an element from its ``name=``). ``strip``: the spaces, tabs and one line
+    break around a value are markup, not data (MiniMax-M2); without it a value is kept as
+    written. A value wrapped in ``<![CDATA[…]]>`` is the text inside."""
     blocks = re.compile(block, re.DOTALL)
     ns = re.escape(namespace)
+    call_tag, parameter_tag = (re.escape(t) for t in tags)
     invoke = re.compile(
-        rf"<{ns}invoke\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(</{ns}invoke>|\Z)", re.DOTALL
+        rf"<{ns}{call_tag}{space}name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(</{ns}{call_tag}>|\Z)",
+        re.DOTALL,
     )
     parameter = re.compile(
-        rf"<{ns}parameter\s+name=[\"']?([^\"'>]+)[\"']?([^>]*)>(.*?)(?:</{ns}parameter>|\Z)",
+        rf"<{ns}{parameter_tag}{space}name=[\"']?([^\"'>]+)[\"']?([^>]*)>(.*?)"
+        rf"(?:</{ns}{parameter_tag}>|\Z)",
         re.DOTALL,
     )
 
@@ -185,16 +222,19 @@ def invoke_format(block: str, namespace: str = "", *, strip: bool = True) -> Par
             pos = block.end()
             invokes = list(invoke.finditer(block.group(1)))
             if not invokes:
-                found.failures.append(f"the tool-call block holds no <{namespace}invoke name=...>")
+                found.failures.append(
+                    f"the tool-call block holds no <{namespace}{tags[0]} name=...>"
+                )
             for call in invokes:
                 name = call.group(1).strip()
                 if not call.group(3):
-                    found.failures.append(f"{name[:80]!r}: <{namespace}invoke> never closed")
+                    found.failures.append(f"{name[:80]!r}: <{namespace}{tags[0]}> never closed")
                     continue
                 pairs, kinds = [], {}
                 for m in parameter.finditer(call.group(2)):
                     value = _trim_newline(m.group(3).strip(" \t")) if strip else m.group(3)
-                    pairs.append((m.group(1), value))
+                    cdata = _CDATA.match(value)
+                    pairs.append((m.group(1), cdata.group(1) if cdata else value))
                     marked = _STRING_ATTRIBUTE.search(m.group(2))
                     if marked is not None and marked.group(1) == "true":
                         kinds[m.group(1).strip()] = "string"
@@ -226,3 +266,14 @@ def deepseek_v32(text: str, tools: Tools = None) -> TextToolCalls | None:
     """DeepSeek-V3.2's DSML calls (``<｜DSML｜invoke name=…>``); the V3.1 layout its earlier
     template wrote is read too."""
     return _dsml(text, tools) if "<｜DSML｜function_calls>" in text else deepseek(text, tools)
+
+
+deepseek_v4 = invoke_format(r"<｜DSML｜tool_calls>(.*?)(?:</｜DSML｜tool_calls>|\Z)", "｜DSML｜")
+"""DeepSeek-V4's DSML calls: V3.2's ``<｜DSML｜invoke name=…>`` inside ``<｜DSML｜tool_calls>``."""
+
+minicpm5 = invoke_format(
+    r"(<function[\sĠ]*name=.*?(?:</function>|\Z))", tags=("function", "param"), space=r"[\sĠ]*"
+)
+"""``<function name="NAME"><param name="KEY">value</param></function>`` (MiniCPM 5): the
+tokenizer's ``Ġ`` may stand for the space, or the space may be missing; a call without its
+``</function>`` is not read."""

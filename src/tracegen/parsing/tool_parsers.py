@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from tracegen.errors import ConfigError
 from tracegen.parsing.autodetect import Choice, detect_tool_parser
+from tracegen.parsing.formats_channels import inkling, kimi_k3
+from tracegen.parsing.formats_gemma import functiongemma, gemma4
 from tracegen.parsing.formats_json import (
     apertus,
     deepseek,
@@ -32,8 +34,11 @@ from tracegen.parsing.formats_json import (
     xlam,
 )
 from tracegen.parsing.formats_markup import (
+    deepseek_v4,
     deepseek_v32,
     glm45,
+    hy_v3,
+    minicpm5,
     minimax_m2,
     qwen3_coder,
     seed_oss,
@@ -73,6 +78,13 @@ PARSERS: dict[str, Parser] = {
     "seed_oss": seed_oss,
     "step3": step3,
     "step_deepresearch": step_deepresearch,
+    "deepseek_v4": deepseek_v4,
+    "kimi_k3": kimi_k3,
+    "gemma4": gemma4,
+    "functiongemma": functiongemma,
+    "hy_v3": hy_v3,
+    "minicpm5": minicpm5,
+    "inkling": inkling,
 }
 """Each family's parser, by vLLM's name for it."""
 
@@ -90,6 +102,9 @@ ALIASES: dict[str, str] = {
     "hunyuan_a13b": "minimax",
     "ernie45": "hermes",
     "granite4": "hermes",
+    "poolside_v1": "glm45",
+    "mimo": "qwen3_coder",
+    "step3p5": "qwen3_coder",
     # SGLang's names (python/sglang/srt/function_call/function_call_parser.py)
     "deepseekv3": "deepseek_v3",
     "deepseekv31": "deepseek_v31",
@@ -98,14 +113,19 @@ ALIASES: dict[str, str] = {
     "minimax-m2": "minimax_m2",
     "hunyuan": "minimax",
     "interns1": "internlm",
-    "step3p5": "qwen3_coder",
 }
 """Other names for the same formats: vLLM's names for a layout another family shares (Jamba
-and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes'),
-SGLang's, tracegen's earlier ones."""
+and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes',
+Poolside writes GLM-4.7's, MiMo and Step-3.5 write Qwen3-Coder's), SGLang's, tracegen's
+earlier ones."""
 
 TRY_ORDER: tuple[str, ...] = (
     "kimi_k2",
+    "kimi_k3",
+    "inkling",
+    "gemma4",
+    "functiongemma",
+    "deepseek_v4",
     "deepseek_v32",
     "deepseek_v31",
     "openai",
@@ -114,6 +134,8 @@ TRY_ORDER: tuple[str, ...] = (
     "step_deepresearch",
     "seed_oss",
     "qwen3_coder",
+    "minicpm5",
+    "hy_v3",
     "glm45",
     "internlm",
     "longcat",
