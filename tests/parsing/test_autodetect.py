@@ -115,8 +115,10 @@ NAME_ONLY = {
     # Families whose chat template we hold no copy of: picked by the model's name, and by the
     # markers their parsers read (TEMPLATE_MARKERS) when a template writes them.
     "apertus",
+    "cohere_command3",
     "deepseek_v32",
     "deepseek_v4",
+    "dots",
     "functiongemma",
     "gemma4",
     "gigachat3",
@@ -126,7 +128,9 @@ NAME_ONLY = {
     "lfm2",
     "longcat",
     "minicpm5",
+    "muse_glimmer",
     "seed_oss",
+    "solar_open2",
     "step3",
     "step_deepresearch",
 }
@@ -179,6 +183,11 @@ def test_every_family_can_be_picked_from_a_template_or_its_name() -> None:
         ("poolside/Laguna-XS.2", "poolside_v1"),
         ("XiaomiMiMo/MiMo-V2-Flash", "mimo"),
         ("stepfun-ai/Step-3.5-Flash", "step3p5"),
+        ("CohereLabs/c4ai-command-a-03-2025", "cohere_command3"),
+        ("upstage/Solar-Open2", "solar_open2"),
+        ("rednote-hilab/dots.llm1.inst", "dots"),
+        ("inclusionAI/Ling-3", "ling3"),
+        ("tencent/Hy4-preview", "hy_v4"),
     ],
 )
 def test_without_a_template_auto_picks_from_the_model_name(model: str, parser: str) -> None:

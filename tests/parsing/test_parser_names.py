@@ -71,16 +71,7 @@ VLLM_NEWEST = ("dots", "ling3", "hy_v4", "muse_glimmer")
 
 VLLM_ALL = VLLM_PARSERS + VLLM_LATER + VLLM_NEWER + VLLM_NEWEST
 
-NOT_READ_YET = {
-    "cohere_command3",
-    "cohere_command4",
-    "minimax_m3",
-    "solar_open2",
-    "dots",
-    "ling3",
-    "hy_v4",
-    "muse_glimmer",
-}
+NOT_READ_YET = {"minimax_m3"}
 """vLLM's names whose formats tracegen does not read yet (calls in them are tried against
 every format in turn)."""
 

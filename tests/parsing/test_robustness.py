@@ -24,6 +24,9 @@ PIECES = [
     '<|"|>', "<start_function_call>", "<escape>", "<|open|>tools<|sep|>",
     '<|open|>call tool="f"<|sep|>', "<|close|>call<|sep|>", "<|content_invoke_tool_json|>",
     "<|end_message|>", "<tool_sep>", '<function name="f">', '<param name="k">',
+    "<|START_ACTION|>", "<|END_ACTION|>", "<|tool_call:start|>", "<|tool_arg:start|>",
+    "<|tool_arg:value|>", "<|tool_call:end|>", "<|message|>", "<|eom|>", " to=f",
+    "<atem:function_calls>", '<atem:invoke name="f">', "<dots_function_call>",
 ]  # fmt: skip
 
 
@@ -63,6 +66,15 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         ("inkling", "<|content_invoke_tool_json|>{" * 20_000),
         ("hy_v3", "<tool_calls><tool_sep>" + "<tool_call>a<arg_key>" * 20_000),
         ("deepseek_v4", '<｜DSML｜tool_calls><｜DSML｜invoke name="a">' * 20_000),
+        ("cohere_command3", "<|START_ACTION|>[{" * 20_000),
+        ("solar_open2", "<|tool_call:start|>a" * 20_000),  # names never end, calls never close
+        (
+            "solar_open2",
+            "<|tool_call:start|>a\n" + "<|tool_arg:start|>k<|tool_arg:value|>" * 20_000,
+        ),
+        ("muse_glimmer", " to=t<|message|><atem:invoke" * 20_000),  # messages never end
+        ("dots", "<dots_function_call><invoke name=" * 20_000),
+        ("hy_v4", "<tool_calls:x><tool_call:x>a<arg_key:x>" * 20_000),
     ],
     ids=[
         "unclosed",
@@ -79,6 +91,12 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         "inkling",
         "hy_v3",
         "deepseek_v4",
+        "cohere",
+        "solar_open2",
+        "solar_open2-arguments",
+        "muse_glimmer",
+        "dots",
+        "hy_v4",
     ],
 )
 def test_a_hostile_text_is_read_in_linear_time(parser: str, text: str) -> None:

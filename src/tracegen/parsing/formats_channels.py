@@ -9,19 +9,32 @@
   among ``<|message_model|>``-introduced text blocks, whose markers are taken out of the text
   left.
 
+- ``cohere_command3`` (Command A and on; ``cohere_command4`` is the same): ``<|START_ACTION|>``
+  then a JSON list of ``{"tool_call_id", "tool_name", "parameters"}`` then ``<|END_ACTION|>``.
+- ``solar_open2``: ``<|tool_call:start|>NAME`` and a line break, then ``<|tool_arg:start|>KEY
+  <|tool_arg:value|>value<|tool_arg:end|>`` arguments, then ``<|tool_call:end|>``.
+- ``muse_glimmer``: ``<atem:invoke name=…>`` calls inside a ``<|start|>assistant to=TOOL
+  <|message|>`` message; the same markup in the reasoning (``to=self``) or the answer
+  (``to=user``) is not a call.
+
 Sources: vLLM ``kimi_k3_tool_parser.py``; vLLM ``vllm/parser/inkling.py`` (the parser engine
-behind ``inkling_tool_parser.py``).
+behind ``inkling_tool_parser.py``); ``cohere_command_tool_parser.py`` (which delegates to the
+``cohere_melody`` package) and its tests; ``solar_open2_tool_parser.py``;
+``muse_glimmer_tool_parser.py``.
 """
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from typing import Any
 
 import orjson
 
-from tracegen.parsing.textcalls import TextToolCalls, Tools, parameter_value
+from tracegen.parsing.formats_markup import invoke_format
+from tracegen.parsing.textcalls import TextToolCalls, Tools, parameter_types, parameter_value
+from tracegen.parsing.toolcall import load_json
 
 # ------------------------------------------------------------------ kimi_k3
 
@@ -108,3 +121,138 @@ def inkling(text: str, tools: Tools = None) -> TextToolCalls | None:
         pos = after
     kept.append(text[pos:])
     return found.finish(_INKLING_MARKS.sub("", "".join(kept)))
+
+
+# ------------------------------------------------------------------ cohere_command3
+
+_COHERE_ACTION = re.compile(r"<\|START_ACTION\|>(.*?)(<\|END_ACTION\|>|\Z)", re.DOTALL)
+
+
+def cohere_command(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<|START_ACTION|>[{"tool_call_id": …, "tool_name": …, "parameters": {…}}]
+    <|END_ACTION|>`` (Command A and its successors)."""
+    if "<|START_ACTION|>" not in text:
+        return None
+    found = TextToolCalls(text)
+    kept, pos = [], 0
+    for action in _COHERE_ACTION.finditer(text):
+        loaded = load_json(action.group(1).strip()) if action.group(2) else None
+        items = loaded[0] if loaded else None
+        items = [items] if isinstance(items, dict) else items
+        if not isinstance(items, list) or not items:
+            found.failures.append("a Command action that is not a closed JSON list of calls")
+            continue
+        kept.append(text[pos : action.start()])
+        pos = action.end()
+        for item in items:
+            name = item.get("tool_name") if isinstance(item, dict) else None
+            arguments = item.get("parameters", {}) if isinstance(item, dict) else None
+            if not isinstance(name, str) or not isinstance(arguments, dict):
+                found.failures.append('a Command call without a "tool_name" and "parameters"')
+                continue
+            call_id = item.get("tool_call_id")
+            found.add_arguments(name, arguments, call_id if isinstance(call_id, str) else None)
+    kept.append(text[pos:])
+    return found.finish("".join(kept))
+
+
+# ------------------------------------------------------------------ solar_open2
+
+_SOLAR_CALL, _SOLAR_CALL_END = "<|tool_call:start|>", "<|tool_call:end|>"
+_SOLAR_ARG, _SOLAR_VALUE, _SOLAR_ARG_END = (
+    "<|tool_arg:start|>",
+    "<|tool_arg:value|>",
+    "<|tool_arg:end|>",
+)
+
+
+def solar_open2(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<|tool_call:start|>NAME`` and a line break, then ``<|tool_arg:start|>KEY
+    <|tool_arg:value|>value<|tool_arg:end|>`` arguments, then ``<|tool_call:end|>`` (Solar Open
+    2). A value is text unless the tool's schema types it; a dropped end marker ends the call
+    (or argument) at the next call (or argument); a call cut off at the end is not read."""
+    if _SOLAR_CALL not in text:
+        return None
+    types = parameter_types(tools)
+    found = TextToolCalls(text)
+    kept: list[str] = []
+    pos, close = 0, -2
+    while (at := text.find(_SOLAR_CALL, pos)) >= 0:
+        body = at + len(_SOLAR_CALL)
+        if close != -1 and close < body:  # once there is no end marker left, never look again
+            close = text.find(_SOLAR_CALL_END, body)
+        following = text.find(_SOLAR_CALL, body)
+        if close < 0 or 0 <= following < close:
+            end, after = (following, following) if following >= 0 else (len(text), len(text))
+        else:
+            end, after = close, close + len(_SOLAR_CALL_END)
+        head, newline, rest = text[body:end].partition("\n")
+        if after == len(text) and close < 0:
+            found.failures.append(f"{head.strip()[:80]!r}: a Solar call cut off at the end")
+            break
+        if not newline:
+            found.failures.append("a Solar call whose name line never ends")
+            pos = after
+            continue
+        name, arguments = head.strip(), {}
+        kinds = types.get(head.strip(), {})
+        for part in rest.split(_SOLAR_ARG)[1:]:
+            key, marked, value = part.partition(_SOLAR_VALUE)
+            if marked and key not in arguments:
+                value = value.split(_SOLAR_ARG_END, 1)[0]
+                arguments[key] = parameter_value(value, kinds.get(key) or "string")
+        kept.append(text[pos:at])
+        pos = after
+        found.add_arguments(name, arguments)
+    kept.append(text[pos:])
+    return found.finish("".join(kept))
+
+
+# ------------------------------------------------------------------ muse_glimmer
+
+_MUSE_HEADER = re.compile(
+    r"(?:<\|start\|>\s*assistant)?[^\S\n]*(?:to=([A-Za-z0-9_.\-]+))?<\|message\|>"
+)
+_MUSE_END = re.compile(r"<\|eom\|>|<\|eot\|>")
+_MUSE_NOT_TOOLS = (None, "self", "user")
+
+
+def _muse_messages(text: str) -> list[tuple[str | None, str]]:
+    """Each assistant message's recipient and body; a message ends at ``<|eom|>``,
+    ``<|eot|>`` or the next header."""
+    messages: list[tuple[str | None, str]] = []
+    ends = [m.start() for m in _MUSE_END.finditer(text)]
+    header = _MUSE_HEADER.search(text)
+    while header is not None:
+        end = bisect.bisect_left(ends, header.end())
+        following = _MUSE_HEADER.search(text, header.end())
+        stop = ends[end] if end < len(ends) else len(text)
+        if following is not None and following.start() < stop:
+            stop = following.start()
+        messages.append((header.group(1), text[header.end() : stop]))
+        header = following
+    return messages
+
+
+def muse_glimmer(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<atem:invoke name=…>`` calls in a message addressed ``to=`` a tool (MuseGlimmer); one
+    in the reasoning (``to=self``) or the answer (``to=user``) is not a call. The text left is
+    the answer's."""
+    if "<atem:invoke" not in text:
+        return None
+    messages = _muse_messages(text)
+    if not messages:
+        return _atem(text, tools)
+    calls = "\n".join(body for to, body in messages if to not in _MUSE_NOT_TOOLS)
+    found = _atem(calls, tools) if "<atem:invoke" in calls else None
+    if found is None:
+        return None
+    if not found.calls:
+        found.text = text
+        return found
+    return found.finish("".join(body for to, body in messages if to in (None, "user")))
+
+
+_atem = invoke_format(
+    r"<atem:function_calls>(.*?)(?:</atem:function_calls>|\Z)", "atem:", strip=False
+)

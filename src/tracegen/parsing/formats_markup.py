@@ -16,14 +16,16 @@
   (the same inside ``<｜DSML｜tool_calls>``) and, renamed, ``minicpm5`` (``<function name="f">
   <param name="k">v</param></function>``, a value maybe in ``<![CDATA[…]]>``).
 - ``hy_v3`` (Hy3): the ``glm45`` layout with ``<tool_sep>`` after the name, inside
-  ``<tool_calls>``.
+  ``<tool_calls>``; Hy4's (``hy_v4``) has no ``<tool_sep>`` and may suffix every tag.
+- ``dots``: ``<dots_function_call>`` blocks holding ``minimax_m2``'s ``<invoke>`` calls or one
+  JSON call.
 
 A value is typed by the tool's schema when the request's ``tools`` is given (a ``string``
 parameter stays as written), else read as JSON when it is JSON (`parameter_value`). Sources:
 vLLM ``qwen3coder_tool_parser.py``, ``seed_oss_tool_parser.py``, ``glm4_moe_tool_parser.py``,
 ``minimax_m2_tool_parser.py``, ``step3_tool_parser.py``, ``step_deepresearch_tool_parser.py``,
 ``deepseekv32_tool_parser.py``, ``deepseekv4_tool_parser.py``, ``minicpm5xml_tool_parser.py``,
-``hy_v3_tool_parser.py``.
+``hy_v3_tool_parser.py``, ``hy_v4_tool_parser.py``, ``dots_tool_parser.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracegen.parsing.formats_json import deepseek
+from tracegen.parsing.formats_json import deepseek, tagged_json
 from tracegen.parsing.textcalls import (
     Parser,
     TextToolCalls,
@@ -39,6 +41,7 @@ from tracegen.parsing.textcalls import (
     parameter_types,
     parameter_value,
 )
+from tracegen.parsing.toolcall import ParsedToolCall
 
 
 def _trim_newline(value: str) -> str:
@@ -160,15 +163,18 @@ def glm45(text: str, tools: Tools = None) -> TextToolCalls | None:
     return found.finish("".join(kept))
 
 
-_HY_SECTION = re.compile(r"<tool_calls>(.*?)(?:</tool_calls>|\Z)", re.DOTALL)
+_HY_SECTION = re.compile(r"<tool_calls([^<>\s]*)>(.*?)(?:</tool_calls\1>|\Z)", re.DOTALL)
 
 
 def hy_v3(text: str, tools: Tools = None) -> TextToolCalls | None:
-    """``<tool_calls>`` holding GLM-style calls whose name ends with ``<tool_sep>`` (Hy3)."""
-    section = _HY_SECTION.search(text) if "<tool_sep>" in text else None
+    """``<tool_calls>`` holding GLM-style calls (Hy3, whose name ends with ``<tool_sep>``; Hy4,
+    whose every tag may carry the checkpoint's suffix, ``<tool_call:opensource>``)."""
+    section = _HY_SECTION.search(text)
     if section is None:
         return None
-    found = glm45(section.group(1).replace("<tool_sep>", ""), tools)
+    suffix, calls = section.group(1), section.group(2)
+    calls = calls.replace(suffix + ">", ">") if suffix else calls
+    found = glm45(calls.replace("<tool_sep>", ""), tools)
     if found is None:
         return None
     if not found.calls:
@@ -277,3 +283,27 @@ minicpm5 = invoke_format(
 """``<function name="NAME"><param name="KEY">value</param></function>`` (MiniCPM 5): the
 tokenizer's ``Ġ`` may stand for the space, or the space may be missing; a call without its
 ``</function>`` is not read."""
+
+_DOTS_BLOCK = re.compile(r"<dots_function_call>(.*?)(?:</dots_function_call>|\Z)", re.DOTALL)
+_dots_invokes = invoke_format(r"\A<dots_function_call>(.*)")
+_dots_json = tagged_json("<dots_function_call>", "</dots_function_call>")
+
+
+def dots(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<dots_function_call>`` blocks, each holding ``<invoke name=…><parameter name=…>``
+    calls or one JSON call (dots)."""
+    if "<dots_function_call>" not in text:
+        return None
+    found = TextToolCalls(text)
+    kept, pos = [], 0
+    for block in _DOTS_BLOCK.finditer(text):
+        read = _dots_invokes if block.group(1).lstrip().startswith("<invoke") else _dots_json
+        part = read(block.group(0), tools) or TextToolCalls(block.group(0))
+        found.failures.extend(part.failures)
+        for call, strategy in zip(part.calls, part.strategies, strict=True):
+            function = call.function
+            found.add(ParsedToolCall(function.name, function.arguments, strategy), call.id)
+        kept.append(text[pos : block.start()] + (part.text if not part.calls else ""))
+        pos = block.end()
+    kept.append(text[pos:])
+    return found.finish("".join(kept))

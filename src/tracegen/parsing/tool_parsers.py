@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from tracegen.errors import ConfigError
 from tracegen.parsing.autodetect import Choice, detect_tool_parser
-from tracegen.parsing.formats_channels import inkling, kimi_k3
+from tracegen.parsing.formats_channels import (
+    cohere_command,
+    inkling,
+    kimi_k3,
+    muse_glimmer,
+    solar_open2,
+)
 from tracegen.parsing.formats_gemma import functiongemma, gemma4
 from tracegen.parsing.formats_json import (
     apertus,
@@ -36,6 +42,7 @@ from tracegen.parsing.formats_json import (
 from tracegen.parsing.formats_markup import (
     deepseek_v4,
     deepseek_v32,
+    dots,
     glm45,
     hy_v3,
     minicpm5,
@@ -85,6 +92,10 @@ PARSERS: dict[str, Parser] = {
     "hy_v3": hy_v3,
     "minicpm5": minicpm5,
     "inkling": inkling,
+    "cohere_command3": cohere_command,
+    "solar_open2": solar_open2,
+    "muse_glimmer": muse_glimmer,
+    "dots": dots,
 }
 """Each family's parser, by vLLM's name for it."""
 
@@ -105,6 +116,9 @@ ALIASES: dict[str, str] = {
     "poolside_v1": "glm45",
     "mimo": "qwen3_coder",
     "step3p5": "qwen3_coder",
+    "ling3": "glm45",
+    "cohere_command4": "cohere_command3",
+    "hy_v4": "hy_v3",
     # SGLang's names (python/sglang/srt/function_call/function_call_parser.py)
     "deepseekv3": "deepseek_v3",
     "deepseekv31": "deepseek_v31",
@@ -116,7 +130,8 @@ ALIASES: dict[str, str] = {
 }
 """Other names for the same formats: vLLM's names for a layout another family shares (Jamba
 and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes',
-Poolside writes GLM-4.7's, MiMo and Step-3.5 write Qwen3-Coder's), SGLang's, tracegen's
+Poolside and Ling 3 write GLM-4.7's, MiMo and Step-3.5 write Qwen3-Coder's, Command 4 writes
+Command A's, Hy4 Hy3's with its tags suffixed), SGLang's, tracegen's
 earlier ones."""
 
 TRY_ORDER: tuple[str, ...] = (
@@ -128,6 +143,10 @@ TRY_ORDER: tuple[str, ...] = (
     "deepseek_v4",
     "deepseek_v32",
     "deepseek_v31",
+    "cohere_command3",
+    "solar_open2",
+    "muse_glimmer",
+    "dots",
     "openai",
     "minimax_m2",
     "step3",
