@@ -1,6 +1,7 @@
-"""Every tool-call parser vLLM ships can be named to tracegen by vLLM's name for it, so a user
-who passes their server's ``--tool-call-parser`` to ``--tool-parser`` is understood. When vLLM
-adds a parser, add its name here: this test then fails until tracegen reads that format."""
+"""Every tool-call parser vLLM and SGLang ship can be named to tracegen by their name for it, so
+a user who passes their server's ``--tool-call-parser`` to ``--tool-parser`` is understood. When
+vLLM or SGLang adds a parser, add its name here: this test then fails until tracegen reads that
+format."""
 
 from __future__ import annotations
 
@@ -71,16 +72,62 @@ VLLM_NEWEST = ("dots", "ling3", "hy_v4", "muse_glimmer")
 
 VLLM_ALL = VLLM_PARSERS + VLLM_LATER + VLLM_NEWER + VLLM_NEWEST
 
-NOT_READ_YET = {"minimax_m3"}
-"""vLLM's names whose formats tracegen does not read yet (calls in them are tried against
-every format in turn)."""
+
+# sgl-project/sglang python/sglang/srt/function_call/function_call_parser.py,
+# FunctionCallParser.ToolCallParserEnum (commit 00828e568a0030e197c825dfa20f5a180b143d04).
+SGLANG_PARSERS = (
+    "apertus2509",
+    "cohere_command4",
+    "deepseekv3",
+    "deepseekv31",
+    "deepseekv32",
+    "deepseekv4",
+    "dots",
+    "glm",
+    "glm45",
+    "glm47",
+    "gpt-oss",
+    "k2_horizon",
+    "kimi_k2",
+    "kimi_k3",
+    "lfm2",
+    "ling3",
+    "llama3",
+    "mimo",
+    "minicpm5",
+    "mistral",
+    "muse",
+    "poolside_v1",
+    "pythonic",
+    "qwen",
+    "qwen25",
+    "qwen3_coder",
+    "spark25",
+    "step3",
+    "step3p5",
+    "minimax-m2",
+    "minimax-m3",
+    "trinity",
+    "interns1",
+    "hermes",
+    "hunyuan",
+    "gigachat3",
+    "gigachat35",
+    "gemma4",
+    "inkling",
+)
 
 
 def test_every_vllm_parser_name_is_known_to_tracegen() -> None:
-    missing = set(VLLM_ALL) - set(parser_names())
-    assert missing == NOT_READ_YET
+    missing = sorted(set(VLLM_ALL) - set(parser_names()))
+    assert missing == []
 
 
 def test_each_vllm_name_resolves_to_a_parser() -> None:
-    for name in set(VLLM_ALL) - NOT_READ_YET:
+    for name in VLLM_ALL:
         assert canonical_name(name)
+
+
+def test_every_sglang_parser_name_is_known_to_tracegen() -> None:
+    missing = sorted(set(SGLANG_PARSERS) - set(parser_names()))
+    assert missing == []

@@ -27,6 +27,9 @@ PIECES = [
     "<|START_ACTION|>", "<|END_ACTION|>", "<|tool_call:start|>", "<|tool_arg:start|>",
     "<|tool_arg:value|>", "<|tool_call:end|>", "<|message|>", "<|eom|>", " to=f",
     "<atem:function_calls>", '<atem:invoke name="f">', "<dots_function_call>",
+    "]<]minimax[>[", "<tool_call>", '<invoke name="f">', "<k>", "</k>", "</invoke>",
+    "<｜GCML｜tool_calls>", '<｜GCML｜invoke name="f">', "<ifm|tool_calls>", "<ifm|tool_call>",
+    "<ifm|arg_key>", "<ifm|arg_value>", "</ifm|tool_call>",
 ]  # fmt: skip
 
 
@@ -75,6 +78,15 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         ("muse_glimmer", " to=t<|message|><atem:invoke" * 20_000),  # messages never end
         ("dots", "<dots_function_call><invoke name=" * 20_000),
         ("hy_v4", "<tool_calls:x><tool_call:x>a<arg_key:x>" * 20_000),
+        ("minimax_m3", ']<]minimax[>[<tool_call>]<]minimax[>[<invoke name="a">' * 20_000),
+        (
+            "minimax_m3",
+            ']<]minimax[>[<tool_call>]<]minimax[>[<invoke name="a">'
+            + "]<]minimax[>[<k>" * 50_000
+            + "]<]minimax[>[</invoke>]<]minimax[>[</tool_call>",
+        ),
+        ("gigachat35", '<｜GCML｜tool_calls><｜GCML｜invoke name="a">' * 20_000),
+        ("k2_horizon", "<ifm|tool_call>a<ifm|arg_key>k</ifm|arg_key><ifm|arg_value>" * 20_000),
     ],
     ids=[
         "unclosed",
@@ -97,6 +109,10 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         "muse_glimmer",
         "dots",
         "hy_v4",
+        "minimax_m3",
+        "minimax_m3-nested",
+        "gigachat35",
+        "k2_horizon",
     ],
 )
 def test_a_hostile_text_is_read_in_linear_time(parser: str, text: str) -> None:

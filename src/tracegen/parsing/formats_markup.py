@@ -13,10 +13,13 @@
   ``<｜tool_calls_end｜>``), ``step_deepresearch`` (inside ``<steptml:toolcall>``) and
   ``deepseek_v32`` (DeepSeek-V3.2's DSML: ``<｜DSML｜invoke …>`` inside
   ``<｜DSML｜function_calls>``, a parameter marked ``string="true"`` kept as text), ``deepseek_v4``
-  (the same inside ``<｜DSML｜tool_calls>``) and, renamed, ``minicpm5`` (``<function name="f">
+  (the same inside ``<｜DSML｜tool_calls>``), ``gigachat35`` (``<｜GCML｜invoke …>`` inside
+  ``<｜GCML｜tool_calls>``) and, renamed, ``minicpm5`` (``<function name="f">
   <param name="k">v</param></function>``, a value maybe in ``<![CDATA[…]]>``).
 - ``hy_v3`` (Hy3): the ``glm45`` layout with ``<tool_sep>`` after the name, inside
   ``<tool_calls>``; Hy4's (``hy_v4``) has no ``<tool_sep>`` and may suffix every tag.
+- ``k2_horizon``: the ``glm45`` layout under ``ifm|`` (``<ifm|tool_call>``, ``<ifm|arg_key>``,
+  an optional ``<ifm|arg_type>``), or a JSON call, inside ``<ifm|tool_calls>``.
 - ``dots``: ``<dots_function_call>`` blocks holding ``minimax_m2``'s ``<invoke>`` calls or one
   JSON call.
 
@@ -25,7 +28,8 @@ parameter stays as written), else read as JSON when it is JSON (`parameter_value
 vLLM ``qwen3coder_tool_parser.py``, ``seed_oss_tool_parser.py``, ``glm4_moe_tool_parser.py``,
 ``minimax_m2_tool_parser.py``, ``step3_tool_parser.py``, ``step_deepresearch_tool_parser.py``,
 ``deepseekv32_tool_parser.py``, ``deepseekv4_tool_parser.py``, ``minicpm5xml_tool_parser.py``,
-``hy_v3_tool_parser.py``, ``hy_v4_tool_parser.py``, ``dots_tool_parser.py``.
+``hy_v3_tool_parser.py``, ``hy_v4_tool_parser.py``, ``dots_tool_parser.py``,
+``gigachat35_tool_parser.py``, ``k2_horizon_tool_parser.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracegen.parsing.formats_json import deepseek, tagged_json
+from tracegen.parsing.formats_json import deepseek, minimax, read_call_list, tagged_json
 from tracegen.parsing.textcalls import (
     Parser,
     TextToolCalls,
@@ -168,15 +172,16 @@ _HY_SECTION = re.compile(r"<tool_calls([^<>\s]*)>(.*?)(?:</tool_calls\1>|\Z)", r
 
 def hy_v3(text: str, tools: Tools = None) -> TextToolCalls | None:
     """``<tool_calls>`` holding GLM-style calls (Hy3, whose name ends with ``<tool_sep>``; Hy4,
-    whose every tag may carry the checkpoint's suffix, ``<tool_call:opensource>``)."""
+    whose every tag may carry the checkpoint's suffix, ``<tool_call:opensource>``); JSON calls
+    there are read as Hunyuan-A13B's (``minimax``)."""
     section = _HY_SECTION.search(text)
     if section is None:
         return None
     suffix, calls = section.group(1), section.group(2)
     calls = calls.replace(suffix + ">", ">") if suffix else calls
     found = glm45(calls.replace("<tool_sep>", ""), tools)
-    if found is None:
-        return None
+    if found is None:  # JSON calls: Hunyuan-A13B's layout, which SGLang's name also covers
+        return minimax(text, tools)
     if not found.calls:
         found.text = text
         return found
@@ -265,6 +270,12 @@ step_deepresearch = invoke_format(
 )
 """``<steptml:invoke name=…>`` calls inside ``<steptml:toolcall>`` (Step DeepResearch)."""
 
+gigachat35 = invoke_format(
+    r"<｜GCML｜tool_calls>(.*?)(?:</｜GCML｜tool_calls>|\Z)", "｜GCML｜", strip=False
+)
+"""GigaChat 3.5's GCML calls: ``<｜GCML｜invoke name=…>`` with ``<｜GCML｜parameter name=…
+string="true">`` values inside ``<｜GCML｜tool_calls>``."""
+
 _dsml = invoke_format(r"<｜DSML｜function_calls>(.*?)(?:</｜DSML｜function_calls>|\Z)", "｜DSML｜")
 
 
@@ -307,3 +318,50 @@ def dots(text: str, tools: Tools = None) -> TextToolCalls | None:
         pos = block.end()
     kept.append(text[pos:])
     return found.finish("".join(kept))
+
+
+_IFM_CALL = re.compile(r"<ifm\|tool_call>(.*?)(</ifm\|tool_call>|\Z)", re.DOTALL)
+_IFM_ARGUMENT = re.compile(
+    r"<ifm\|arg_key>([^<]*)</ifm\|arg_key>\s*(?:<ifm\|arg_type>([^<]*)</ifm\|arg_type>\s*)?"
+    r"<ifm\|arg_value>(.*?)(?:</ifm\|arg_value>|\Z)",
+    re.DOTALL,
+)
+_IFM_GROUP = re.compile(r"<ifm\|tool_calls>\s*</ifm\|tool_calls>|</?ifm\|tool_calls>")
+
+
+def k2_horizon(text: str, tools: Tools = None) -> TextToolCalls | None:
+    """``<ifm|tool_call>NAME<ifm|arg_key>KEY</ifm|arg_key>[<ifm|arg_type>TYPE</ifm|arg_type>]
+    <ifm|arg_value>value</ifm|arg_value></ifm|tool_call>`` calls, or a JSON call inside, within
+    ``<ifm|tool_calls>`` (K2 Horizon); a group never closed is not read."""
+    if "<ifm|tool_call>" not in text:
+        return None
+    found = TextToolCalls(text)
+    group = text.find("<ifm|tool_calls>")
+    if group >= 0 and text.find("</ifm|tool_calls>", group) < 0:
+        found.failures.append("<ifm|tool_calls> never closed")
+        return found
+    types = parameter_types(tools)
+    kept, pos = [], 0
+    for call in _IFM_CALL.finditer(text):
+        body = call.group(1)
+        if not call.group(2):
+            found.failures.append("<ifm|tool_call> never closed")
+            continue
+        kept.append(text[pos : call.start()])
+        pos = call.end()
+        if body.lstrip().startswith(("{", "[")):
+            read_call_list(body, found)
+            continue
+        name = body.split("<ifm|arg_key>", 1)[0].strip()
+        arguments = list(_IFM_ARGUMENT.finditer(body))
+        if not name or "<" in name or len(arguments) != body.count("<ifm|arg_key>"):
+            found.failures.append("a K2 Horizon call without a name or with broken arguments")
+            continue
+        kinds = types.get(name, {})
+        pairs = [(a.group(1).strip(), a.group(3), (a.group(2) or "").strip()) for a in arguments]
+        found.add_arguments(
+            name,
+            {k: parameter_value(v, kinds.get(k) or written or None) for k, v, written in pairs},
+        )
+    kept.append(text[pos:])
+    return found.finish(_IFM_GROUP.sub("", "".join(kept)))

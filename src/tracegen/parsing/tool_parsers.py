@@ -43,8 +43,10 @@ from tracegen.parsing.formats_markup import (
     deepseek_v4,
     deepseek_v32,
     dots,
+    gigachat35,
     glm45,
     hy_v3,
+    k2_horizon,
     minicpm5,
     minimax_m2,
     qwen3_coder,
@@ -52,6 +54,7 @@ from tracegen.parsing.formats_markup import (
     step3,
     step_deepresearch,
 )
+from tracegen.parsing.formats_nested import minimax_m3
 from tracegen.parsing.formats_pythonic import lfm2, llama4_pythonic, olmo3, pythonic
 from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools
 from tracegen.schema import ToolCall
@@ -96,6 +99,9 @@ PARSERS: dict[str, Parser] = {
     "solar_open2": solar_open2,
     "muse_glimmer": muse_glimmer,
     "dots": dots,
+    "minimax_m3": minimax_m3,
+    "gigachat35": gigachat35,
+    "k2_horizon": k2_horizon,
 }
 """Each family's parser, by vLLM's name for it."""
 
@@ -125,8 +131,14 @@ ALIASES: dict[str, str] = {
     "deepseekv32": "deepseek_v32",
     "glm": "glm45",
     "minimax-m2": "minimax_m2",
-    "hunyuan": "minimax",
+    "hunyuan": "hy_v3",
     "interns1": "internlm",
+    "apertus2509": "apertus",
+    "deepseekv4": "deepseek_v4",
+    "muse": "muse_glimmer",
+    "minimax-m3": "minimax_m3",
+    "spark25": "glm45",
+    "trinity": "hermes",
 }
 """Other names for the same formats: vLLM's names for a layout another family shares (Jamba
 and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes',
@@ -137,10 +149,13 @@ earlier ones."""
 TRY_ORDER: tuple[str, ...] = (
     "kimi_k2",
     "kimi_k3",
+    "minimax_m3",
     "inkling",
     "gemma4",
     "functiongemma",
     "deepseek_v4",
+    "gigachat35",
+    "k2_horizon",
     "deepseek_v32",
     "deepseek_v31",
     "cohere_command3",
