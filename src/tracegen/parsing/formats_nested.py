@@ -9,9 +9,12 @@ argument's structure written as nested tags::
 
 A tag holding tags is an object (a name written twice becomes a list) or, when the tool's
 schema says ``array``, a list of its children; a tag holding text is a value, typed by the
-schema (``integer``, ``number``, ``boolean``; a ``string`` stays as written) or, without one,
-read as JSON when it is JSON. Sources: vLLM ``minimax_m3_tool_parser.py`` (whose grammar lives in
-vLLM's Rust parser crate) and its tests; SGLang ``function_call/minimax_m3.py``.
+schema (``integer``, ``number``, ``boolean``; a ``string`` stays as written, spaces included)
+or, without one, read as JSON when it is JSON; an empty tag is what its schema says (``""``,
+``[]``, ``{}``). Text mixed with tags, or a tag closed out of order, fails the call.
+
+Sources: vLLM ``minimax_m3_tool_parser.py`` (whose grammar lives in vLLM's Rust parser crate),
+its tests and ``tests/parser/engine/test_minimax_m3.py``; SGLang ``function_call/minimax_m3.py``.
 """
 
 from __future__ import annotations
@@ -31,17 +34,31 @@ class _Malformed(ValueError):
     pass
 
 
+def _alternatives(schema: Any) -> list[Mapping[str, Any]]:
+    """The schema, or the branches of its ``anyOf``/``oneOf``."""
+    if not isinstance(schema, Mapping):
+        return []
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(branches, list):
+        return [b for b in branches if isinstance(b, Mapping)]
+    return [schema]
+
+
 def _types(schema: Any) -> set[str]:
-    kind = schema.get("type") if isinstance(schema, Mapping) else None
-    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
-    return {k.lower() for k in kinds if isinstance(k, str)}
+    kinds: set[str] = set()
+    for branch in _alternatives(schema):
+        kind = branch.get("type")
+        written = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+        kinds.update(k.lower() for k in written if isinstance(k, str))
+    return kinds
 
 
 def _child_schema(schema: Any, tag: str) -> Any:
+    arrays = [b for b in _alternatives(schema) if "array" in _types(b)]
+    if arrays:
+        return arrays[0].get("items")
     if not isinstance(schema, Mapping):
         return None
-    if "array" in _types(schema):
-        return schema.get("items")
     properties = schema.get("properties")
     if isinstance(properties, Mapping) and tag in properties:
         return properties[tag]
@@ -53,10 +70,10 @@ def _leaf(raw: str, schema: Any) -> Any:
     """A value written as text, as the schema types it."""
     kinds = _types(schema)
     if not kinds:
-        return parameter_value(raw, None)
-    if "null" in kinds and raw in ("", "null", "Null", "NULL"):
+        return parameter_value(raw.strip(), None)
+    if "null" in kinds and raw.strip() in ("", "null", "Null", "NULL"):
         return None
-    if kinds & {"string", "str"}:
+    if kinds & {"string", "str"} and not kinds & {"array", "object"}:
         return raw
     for kind, convert in (("integer", int), ("int", int), ("number", float), ("float", float)):
         if kind in kinds:
@@ -67,7 +84,7 @@ def _leaf(raw: str, schema: Any) -> Any:
             return int(number) if isinstance(number, float) and number.is_integer() else number
     if kinds & {"boolean", "bool"} and raw.strip().lower() in _BOOLEANS:
         return _BOOLEANS[raw.strip().lower()]
-    return parameter_value(raw, None)
+    return raw if kinds & {"string", "str"} else parameter_value(raw.strip(), None)
 
 
 def _assign(parent: dict[str, Any] | list[Any], tag: str, value: Any) -> None:
@@ -81,30 +98,50 @@ def _assign(parent: dict[str, Any] | list[Any], tag: str, value: Any) -> None:
         parent[tag] = [parent[tag], value]
 
 
+_PENDING = object()
+"""An element whose text is empty so far: a container if a tag follows, else a value."""
+
+
+def _settle(tag: str, schema: Any, raw: str) -> Any:
+    """An element that held no tag: a value, or the empty container its schema says."""
+    kinds = _types(schema)
+    if raw.strip() or "string" in kinds or (kinds and not kinds & {"object", "array"}):
+        return _leaf(raw, schema)
+    if "array" in kinds:
+        return []
+    return {} if "object" in kinds else ""
+
+
 def _arguments(body: str, schema: Any) -> dict[str, Any]:
-    """The arguments written as nested tags in ``body``, read with an explicit stack."""
+    """The arguments written as nested tags in ``body``, read with an explicit stack of
+    ``[tag, schema, value, text]``."""
     root: dict[str, Any] = {}
-    stack: list[tuple[str, Any, Any]] = [("", schema, root)]  # tag, schema, value
+    stack: list[list[Any]] = [["", schema, root, ""]]
     for chunk in body.split(NS):
-        chunk = chunk.strip()
+        chunk = chunk.lstrip()
         if not chunk:
             continue
         if not chunk.startswith("<") or ">" not in chunk:
             raise _Malformed(f"text outside a tag: {chunk[:40]!r}")
         tag, _, text = chunk[1:].partition(">")
+        top = stack[-1]
         if tag.startswith("/"):
-            if len(stack) == 1 or stack[-1][0] != tag[1:].strip():
+            if text.strip():
+                raise _Malformed(f"text outside a tag: {text.strip()[:40]!r}")
+            if len(stack) == 1 or top[0] != tag[1:].strip():
                 raise _Malformed(f"an unexpected </{tag[1:].strip()[:40]}>")
-            closed, _, done = stack.pop()
-            _assign(stack[-1][2], closed, done)
+            stack.pop()
+            value = _settle(top[0], top[1], top[3]) if top[2] is _PENDING else top[2]
+            _assign(stack[-1][2], top[0], value)
             continue
+        if top[2] is _PENDING:  # a tag inside: the element is a container
+            if top[3].strip():
+                raise _Malformed(f"<{top[0][:40]}> mixes text and tags")
+            top[2] = [] if "array" in _types(top[1]) else {}
+        elif not isinstance(top[2], dict | list):
+            raise _Malformed(f"<{top[0][:40]}> mixes text and tags")
         tag = tag.strip()
-        inner = _child_schema(stack[-1][1], tag)
-        if text or (_types(inner) and not _types(inner) & {"object", "array"}):
-            value: Any = _leaf(text, inner)
-        else:
-            value = [] if "array" in _types(inner) else {}
-        stack.append((tag, inner, value))
+        stack.append([tag, _child_schema(top[1], tag), _PENDING, text])
     if len(stack) > 1:
         raise _Malformed(f"<{stack[-1][0][:40]}> never closed")
     return root
