@@ -76,6 +76,7 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
             "<|tool_call:start|>a\n" + "<|tool_arg:start|>k<|tool_arg:value|>" * 20_000,
         ),
         ("muse_glimmer", " to=t<|message|><atem:invoke" * 20_000),  # messages never end
+        ("muse_glimmer", " " * 200_000 + "<atem:invoke"),  # spaces before no header
         ("dots", "<dots_function_call><invoke name=" * 20_000),
         ("hy_v4", "<tool_calls:x><tool_call:x>a<arg_key:x>" * 20_000),
         ("minimax_m3", ']<]minimax[>[<tool_call>]<]minimax[>[<invoke name="a">' * 20_000),
@@ -107,6 +108,7 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         "solar_open2",
         "solar_open2-arguments",
         "muse_glimmer",
+        "muse_glimmer-spaces",
         "dots",
         "hy_v4",
         "minimax_m3",

@@ -210,28 +210,52 @@ def solar_open2(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 # ------------------------------------------------------------------ muse_glimmer
 
-_MUSE_HEADER = re.compile(
-    r"(?:<\|start\|>\s*assistant)?[^\S\n]*(?:to=([A-Za-z0-9_.\-]+))?<\|message\|>"
-)
+_MUSE_MESSAGE = "<|message|>"
 _MUSE_END = re.compile(r"<\|eom\|>|<\|eot\|>")
+_MUSE_RECIPIENT = re.compile(r"to=([A-Za-z0-9_.\-]+)\Z")
+_MUSE_TURN = re.compile(r"(?:<\|start\|>\s*assistant)?[^\S\n]*\Z")
 _MUSE_NOT_TOOLS = (None, "self", "user")
+_LOOK_BACK = 160
+
+
+def _muse_headers(text: str) -> list[tuple[int, int, str | None]]:
+    """Each ``[<|start|>assistant] [to=NAME]<|message|>`` header: where it starts, where its
+    message begins, and the recipient. Found from each ``<|message|>`` looking back a bounded
+    window, so text full of spaces is read in linear time."""
+    headers = []
+    at = text.find(_MUSE_MESSAGE)
+    while at >= 0:
+        start = at
+        window = text[max(0, start - _LOOK_BACK) : start]
+        named = _MUSE_RECIPIENT.search(window)
+        if named is not None:
+            start -= len(window) - named.start()
+        window = text[max(0, start - _LOOK_BACK) : start]
+        turn = _MUSE_TURN.search(window)
+        start -= len(window) - turn.start() if turn else 0
+        headers.append((start, at + len(_MUSE_MESSAGE), named.group(1) if named else None))
+        at = text.find(_MUSE_MESSAGE, at + len(_MUSE_MESSAGE))
+    return headers
 
 
 def _muse_messages(text: str) -> list[tuple[str | None, str]]:
     """Each assistant message's recipient and body; a message ends at ``<|eom|>``,
     ``<|eot|>`` or the next header."""
-    messages: list[tuple[str | None, str]] = []
+    headers = _muse_headers(text)
     ends = [m.start() for m in _MUSE_END.finditer(text)]
-    header = _MUSE_HEADER.search(text)
-    while header is not None:
-        end = bisect.bisect_left(ends, header.end())
-        following = _MUSE_HEADER.search(text, header.end())
+    messages: list[tuple[str | None, str]] = []
+    for i, (_, begin, to) in enumerate(headers):
+        end = bisect.bisect_left(ends, begin)
         stop = ends[end] if end < len(ends) else len(text)
-        if following is not None and following.start() < stop:
-            stop = following.start()
-        messages.append((header.group(1), text[header.end() : stop]))
-        header = following
+        if i + 1 < len(headers):
+            stop = min(stop, headers[i + 1][0])
+        messages.append((to, text[begin:stop]))
     return messages
+
+
+_atem = invoke_format(
+    r"<atem:function_calls>(.*?)(?:</atem:function_calls>|\Z)", "atem:", strip=False
+)
 
 
 def muse_glimmer(text: str, tools: Tools = None) -> TextToolCalls | None:
@@ -251,8 +275,3 @@ def muse_glimmer(text: str, tools: Tools = None) -> TextToolCalls | None:
         found.text = text
         return found
     return found.finish("".join(body for to, body in messages if to in (None, "user")))
-
-
-_atem = invoke_format(
-    r"<atem:function_calls>(.*?)(?:</atem:function_calls>|\Z)", "atem:", strip=False
-)
