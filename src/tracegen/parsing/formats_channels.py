@@ -33,7 +33,13 @@ from typing import Any
 import orjson
 
 from tracegen.parsing.formats_markup import invoke_format
-from tracegen.parsing.textcalls import TextToolCalls, Tools, parameter_types, parameter_value
+from tracegen.parsing.textcalls import (
+    TextToolCalls,
+    Tools,
+    balanced_end,
+    parameter_types,
+    parameter_value,
+)
 from tracegen.parsing.toolcall import load_json
 
 # ------------------------------------------------------------------ kimi_k3
@@ -66,7 +72,7 @@ def kimi_k3(text: str, tools: Tools = None) -> TextToolCalls | None:
         name = _attributes(call.group(1)).get("tool", "")
         if not call.group(3) or not name:
             found.failures.append(
-                f"a Kimi K3 call {'without a tool name' if name else 'never closed'}"
+                f"a Kimi K3 call {'never closed' if name else 'without a tool name'}"
             )
             continue
         arguments: dict[str, Any] = {}
@@ -115,8 +121,12 @@ def inkling(text: str, tools: Tools = None) -> TextToolCalls | None:
     while (at := text.find(_INKLING_CALL, pos)) >= 0:
         body = at + len(_INKLING_CALL)
         end = _INKLING_ENDS.search(text, body)
-        after = end.end() if end else len(text)
-        read = _inkling_call(text[body : end.start() if end else len(text)], found)
+        stop, after = (end.start(), end.end()) if end else (len(text), len(text))
+        brace = text.find("{", body, stop)
+        if end is None and brace >= 0 and not text[body:brace].strip():
+            # no end marker (generation stopped): the object alone, where its brackets close
+            stop = after = balanced_end(text, brace) or len(text)
+        read = _inkling_call(text[body:stop], found)
         kept.append(text[pos : at if read else after])
         pos = after
     kept.append(text[pos:])

@@ -48,8 +48,9 @@ def _quoted(raw: str, json_strings: bool) -> Any:
 
 def read_arguments(body: str, quote: str, *, json_strings: bool = False) -> dict[str, Any]:
     """The ``key:value,…`` arguments of a call (``body`` without its outer braces), read in one
-    pass with an explicit stack (deep nesting costs no recursion). Containers left open at the
-    end are closed; a closing bracket of the wrong kind raises `_Malformed`."""
+    pass with an explicit stack (deep nesting costs no recursion). A bracket or quote left open,
+    or a closing bracket of the wrong kind, raises `_Malformed`; a key without a value is
+    ``""``."""
     root: dict[str, Any] = {}
     stack: list[tuple[dict[str, Any] | list[Any], str | None]] = [(root, None)]
     keys: list[str | None] = [None]
@@ -77,8 +78,8 @@ def read_arguments(body: str, quote: str, *, json_strings: bool = False) -> dict
             continue
         top = stack[-1][0]
         if isinstance(top, dict) and keys[-1] is None:  # a key, or the end of the object
-            if c == "}":
-                close("}")
+            if c in "}]":
+                close(c)
                 i += 1
                 continue
             if body.startswith(quote, i):
@@ -111,7 +112,8 @@ def read_arguments(body: str, quote: str, *, json_strings: bool = False) -> dict
             i += 1
         elif body.startswith(quote, i):
             end = body.find(quote, i + len(quote))
-            end = end if end >= 0 else n
+            if end < 0:
+                raise _Malformed("a string whose quote never closes")
             attach(_quoted(body[i + len(quote) : end], json_strings))
             i = end + len(quote)
         else:
@@ -119,10 +121,10 @@ def read_arguments(body: str, quote: str, *, json_strings: bool = False) -> dict
             while i < n and body[i] not in ",}]":
                 i += 1
             attach(_bare(body[start:i].strip()))
-    if isinstance(stack[-1][0], dict) and keys[-1] is not None:
+    if len(stack) > 1:
+        raise _Malformed(f"a {'{' if stack[-1][1] == '}' else '['} never closed")
+    if keys[-1] is not None:
         attach("")
-    while len(stack) > 1:
-        close(stack[-1][1] or "")
     return root
 
 
