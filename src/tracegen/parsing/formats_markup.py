@@ -208,7 +208,9 @@ def invoke_format(
     inside the ``block`` pattern's first group (``tags`` renames the two elements, ``space`` is
     what separates an element from its ``name=``). ``strip``: the spaces, tabs and one line
     break around a value are markup, not data (MiniMax-M2); without it a value is kept as
-    written. A value wrapped in ``<![CDATA[…]]>`` is the text inside."""
+    written. A value wrapped in ``<![CDATA[…]]>`` is the text inside. A value whose end tag is
+    missing ends where the next parameter begins; a call whose end tag is missing ends with the
+    block, when the block's end marker was written."""
     blocks = re.compile(block, re.DOTALL)
     ns = re.escape(namespace)
     call_tag, parameter_tag = (re.escape(t) for t in tags)
@@ -218,7 +220,7 @@ def invoke_format(
     )
     parameter = re.compile(
         rf"<{ns}{parameter_tag}{space}name=[\"']?([^\"'>]+)[\"']?([^>]*)>(.*?)"
-        rf"(?:</{ns}{parameter_tag}>|\Z)",
+        rf"(?:</{ns}{parameter_tag}>|(?=<{ns}{parameter_tag}{space}name=)|\Z)",
         re.DOTALL,
     )
 
@@ -231,6 +233,7 @@ def invoke_format(
         for block in found_blocks:
             kept.append(text[pos : block.start()])
             pos = block.end()
+            closed = block.end(1) < block.end()  # the block's own end marker was written
             invokes = list(invoke.finditer(block.group(1)))
             if not invokes:
                 found.failures.append(
@@ -238,7 +241,7 @@ def invoke_format(
                 )
             for call in invokes:
                 name = call.group(1).strip()
-                if not call.group(3):
+                if not call.group(3) and not closed:
                     found.failures.append(f"{name[:80]!r}: <{namespace}{tags[0]}> never closed")
                     continue
                 pairs, kinds = [], {}
@@ -285,7 +288,9 @@ def deepseek_v32(text: str, tools: Tools = None) -> TextToolCalls | None:
     return _dsml(text, tools) if "<｜DSML｜function_calls>" in text else deepseek(text, tools)
 
 
-deepseek_v4 = invoke_format(r"<｜DSML｜tool_calls>(.*?)(?:</｜DSML｜tool_calls>|\Z)", "｜DSML｜")
+deepseek_v4 = invoke_format(
+    r"<｜DSML｜tool_calls>(.*?)(?:</｜DSML｜tool_calls>|\Z)", "｜DSML｜", strip=False
+)
 """DeepSeek-V4's DSML calls: V3.2's ``<｜DSML｜invoke name=…>`` inside ``<｜DSML｜tool_calls>``."""
 
 minicpm5 = invoke_format(
