@@ -8,7 +8,6 @@
 - ``inkling``: ``<|content_invoke_tool_json|>{"name": …, "args": {…}}<|end_message|>`` blocks
   among ``<|message_model|>``-introduced text blocks, whose markers are taken out of the text
   left.
-
 - ``cohere_command3`` (Command A and on; ``cohere_command4`` is the same): ``<|START_ACTION|>``
   then a JSON list of ``{"tool_call_id", "tool_name", "parameters"}`` then ``<|END_ACTION|>``.
 - ``solar_open2``: ``<|tool_call:start|>NAME`` and a line break, then ``<|tool_arg:start|>KEY
