@@ -228,8 +228,9 @@ TARGET_RATE = 500.0
 
 
 class StandInMethod:
-    """``handle.run``: ``remote(*args)`` pickles the arguments (as Ray does on the driver)
-    and answers at once with a pickled result, read back when awaited."""
+    """``handle.run`` of the previous release: ``remote(*args)`` pickles the arguments (as
+    Ray does on the driver) and answers at once with a pickled result, read back when
+    awaited."""
 
     def __init__(self, answer: bytes) -> None:
         self.answer = answer
@@ -241,9 +242,23 @@ class StandInMethod:
         return future
 
 
+class StandInExchange(StandInMethod):
+    """``handle.exchange``: a batch of episodes pickled, each answered at once with a
+    pickled result, all read back in one answer."""
+
+    def remote(self, *args: Any) -> asyncio.Future[Any]:
+        batch, _linger = args
+        pickle.dumps(args, protocol=5)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answer = pickle.dumps([(item[2], self.answer) for item in batch], protocol=5)
+        future.set_result([(i, pickle.loads(a)) for i, a in pickle.loads(answer)])
+        return future
+
+
 class StandInHandle:
     def __init__(self, answer: bytes) -> None:
         self.run = StandInMethod(answer)
+        self.exchange = StandInExchange(answer)
 
 
 class PreviousActors:
@@ -384,17 +399,14 @@ def driver_ms(count: int, episodes: int, previous: bool, tmp: Path) -> float:
         async def close(self) -> None:
             pass
 
-        def submit(self, actor: Any, spec: Any, host: str) -> Any:
-            if previous:  # the whole spec, settings and system prompt with each episode
-                return actor.handle.run.remote(spec, host)
-            return super().submit(actor, spec, host)
-
         async def _on_actor(self, spec: Any, host: str) -> Any:
             if not previous:
                 return await super()._on_actor(spec, host)
             actor = await self.previous.acquire()
-            try:
-                result = await self._result(actor, self.submit(actor, spec, host))
+            try:  # the whole spec, settings and system prompt with each episode
+                future = asyncio.ensure_future(actor.handle.run.remote(spec, host))
+                await asyncio.wait({future}, timeout=self.deadline_s)
+                result = future.result()
             finally:
                 await self.previous.release(actor)
             actor.episodes += 1

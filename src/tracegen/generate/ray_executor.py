@@ -80,6 +80,13 @@ MAX_LOSSES = 5
 """How often an episode may be lost with its actor before it is recorded as failed."""
 NO_ACTOR_S = 600.0
 """How long episodes wait for a live actor before the run stops."""
+BATCH_S = 0.002
+"""How long an episode given to an actor waits for others to go with it in one call."""
+LINGER_S = 0.02
+"""How long an actor holds a finished episode back for others to go with it (at most; not
+when none is left in flight)."""
+MAX_CALLS = 2
+"""Calls under way per actor: one waiting for results, one more carrying new episodes."""
 LOCAL_OBJECT_STORE = 256 << 20
 """The object store of a Ray instance tracegen starts itself (Ray's default is 30% of RAM)."""
 
@@ -94,6 +101,10 @@ class RunParts:
     choices: Choices = field(default_factory=Choices)
     backend: str | None = None
     """The backend kind the driver's pool found (None: the settings' own)."""
+
+
+Item = tuple[Problem, int, str, int | None, str]
+"""An episode as it travels to an actor: problem, sample, trace id, seed, host."""
 
 
 @dataclass
@@ -118,6 +129,11 @@ class EpisodeActor:
         self.worker: EpisodeWorker | None = None
         self.retries = 0
         self.reported = (0, 0)
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        """The episodes in flight, by trace id."""
+        self.finished: list[tuple[str, Result]] = []
+        """The episodes finished since the last answer, with their results."""
+        self.ready = asyncio.Event()
 
     async def start(self) -> tuple[str, str | None] | TracegenError:
         """Warm the sandbox: its isolation and warning, or the error that prevents it."""
@@ -130,9 +146,33 @@ class EpisodeActor:
     async def ping(self) -> None:
         """An answer, to show the actor's event loop is alive."""
 
-    async def run(
+    async def exchange(self, batch: list[Item], linger: float) -> list[tuple[str, Result]]:
+        """Start ``batch``; then the episodes finished since the last answer (none when
+        none is in flight), once there is one and either ``linger`` seconds have passed
+        since or nothing else is in flight: one call carries many episodes each way."""
+        for item in batch:
+            task = asyncio.create_task(self._run(*item))
+            self.tasks[item[2]] = task
+        while not self.finished:
+            if not self.tasks:
+                return []
+            self.ready.clear()
+            await self.ready.wait()
+        if linger > 0 and self.tasks:
+            await asyncio.wait(list(self.tasks.values()), timeout=linger)
+        finished, self.finished = self.finished, []
+        return finished
+
+    async def cancel(self, trace_ids: list[str]) -> None:
+        """Cancel these episodes: nothing is sent back for them."""
+        for trace_id in trace_ids:
+            task = self.tasks.pop(trace_id, None)
+            if task is not None:
+                task.cancel()
+
+    async def _run(
         self, problem: Problem, sample: int, trace_id: str, seed: int | None, host: str
-    ) -> Result:
+    ) -> None:
         worker = self.worker
         assert worker is not None, "start the actor first"
         parts = self.parts
@@ -160,7 +200,9 @@ class EpisodeActor:
         retries, executions = self.retries, worker.executions
         result = Result(trace, error, retries - self.reported[0], executions - self.reported[1])
         self.reported = (retries, executions)
-        return result
+        if self.tasks.pop(trace_id, None) is not None:
+            self.finished.append((trace_id, result))
+            self.ready.set()
 
     async def stop(self) -> None:
         for backend in self.backends.values():
@@ -187,6 +229,13 @@ class _Actor:
     alive: bool = True
     hung: bool = False
     probe: asyncio.Task[bool] | None = None
+    outbox: list[Item] = field(default_factory=list)
+    """Episodes given to this actor and not sent yet: they go with its next call."""
+    waiting: dict[str, asyncio.Future[Result]] = field(default_factory=dict)
+    """The episodes given to this actor and not back yet, by trace id."""
+    calls: set[asyncio.Task[None]] = field(default_factory=set)
+    """Its calls under way (`Actors.exchange`)."""
+    flush: asyncio.TimerHandle | None = None
 
     def describe(self) -> str:
         """Which actor this is, apart from any other on its node: address, node, start."""
@@ -252,6 +301,8 @@ class Actors:
         """Nodes where an actor cannot start (a tracegen error: not retried), and why."""
         self.failed: dict[str, str] = {}
         """Nodes whose last start failed (a Ray error or a timeout: retried), and why."""
+        self.ray_errors: set[str] = set()
+        """The kinds of Ray error already told (each once)."""
         self._warned: set[str] = set()
 
     @property
@@ -339,6 +390,65 @@ class Actors:
     def release(self, actor: _Actor) -> None:
         self.slots.give_back(actor)
 
+    def send(self, actor: _Actor, item: Item) -> asyncio.Future[Result]:
+        """Give ``actor`` an episode: it goes with the actor's next call, which leaves
+        within `BATCH_S` or when a call comes back; its result is the future's, or `_Lost`
+        when the actor dies or hangs before sending it."""
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        actor.waiting[item[2]] = future
+        actor.outbox.append(item)
+        self._schedule(actor)
+        return future
+
+    def forget(self, actor: _Actor, trace_id: str) -> None:
+        """The episode is no longer waited for (cancelled): the actor cancels it."""
+        future = actor.waiting.pop(trace_id, None)
+        if future is None:
+            return
+        future.cancel()
+        unsent = [i for i in actor.outbox if i[2] != trace_id]
+        if len(unsent) < len(actor.outbox):
+            actor.outbox = unsent
+        elif actor.alive:
+            _cancel_on(actor.handle, trace_id)
+
+    def _schedule(self, actor: _Actor) -> None:
+        if actor.flush is None and actor.alive:
+            actor.flush = asyncio.get_running_loop().call_later(BATCH_S, self._flush, actor)
+
+    def _flush(self, actor: _Actor) -> None:
+        """Send what waits in the outbox, and keep a call under way while any episode of
+        ``actor`` is out (its answer brings them back)."""
+        actor.flush = None
+        if not actor.alive:
+            return
+        if (actor.outbox and len(actor.calls) < MAX_CALLS) or (actor.waiting and not actor.calls):
+            batch, actor.outbox = actor.outbox, []
+            call = asyncio.create_task(self._exchange(actor, batch))
+            actor.calls.add(call)
+            call.add_done_callback(actor.calls.discard)
+
+    async def _exchange(self, actor: _Actor, batch: list[Item]) -> None:
+        try:
+            finished: list[tuple[str, Result]] = await _await(
+                actor.handle.exchange.remote(batch, LINGER_S)
+            )
+        except RayActorError:
+            self.died(actor)
+            return
+        except RayError as e:  # what came back with this call is lost: so is the actor
+            kind = type(e).__name__
+            if kind not in self.ray_errors:
+                self.ray_errors.add(kind)
+                self.warn(f"{actor.address}: {ray_error(e)}; its episodes run again")
+            self.died(actor)
+            return
+        for trace_id, result in finished:
+            future = actor.waiting.pop(trace_id, None)
+            if future is not None and not future.done():
+                future.set_result(result)
+        self._schedule(actor)
+
     async def answers(self, actor: _Actor) -> bool:
         """Whether ``actor`` answers a ping within `PROBE_S` (one ping at a time per actor)."""
         if actor.probe is None or actor.probe.done():
@@ -365,6 +475,15 @@ class Actors:
                 del self.live[actor.node]
             self.slots.remove(actor)
             _kill(actor.handle)
+            if actor.flush is not None:
+                actor.flush.cancel()
+            for call in list(actor.calls):
+                if call is not asyncio.current_task():
+                    call.cancel()
+            waiting, actor.waiting, actor.outbox = actor.waiting, {}, []
+            for future in waiting.values():  # each is lost once, whatever comes later
+                if not future.done():
+                    future.set_exception(_Lost())
 
     async def stop(self) -> None:
         """Cancel the starts; close the actors' sandboxes and clients, then end them."""
@@ -372,6 +491,11 @@ class Actors:
             task.cancel()
         await asyncio.gather(*self.starting.values(), return_exceptions=True)
         alive = self.alive
+        for actor in alive:
+            if actor.flush is not None:
+                actor.flush.cancel()
+            for call in list(actor.calls):
+                call.cancel()
         stops = [_await(a.handle.stop.remote()) for a in alive]
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*stops, return_exceptions=True), 10)
@@ -402,6 +526,12 @@ async def _await(ref: Any) -> Any:
         raise
 
 
+def _cancel_on(handle: Any, trace_id: str) -> None:
+    if ray.is_initialized():
+        with contextlib.suppress(RayError):
+            handle.cancel.remote([trace_id])
+
+
 def _cancel(ref: Any) -> None:
     if ray.is_initialized():  # ray.cancel would start a Ray otherwise
         with contextlib.suppress(RayError, TypeError):
@@ -415,8 +545,6 @@ class RayExecutor(Executor):
     in_process = False
     actors: Actors
     notices_before = 0
-    ray_errors: set[str]
-    """The kinds of Ray error already told (each once)."""
     _keeper: asyncio.Task[None] | None = None
 
     @property
@@ -429,7 +557,6 @@ class RayExecutor(Executor):
     async def open(self) -> str:
         _connect(self.settings.ray_address)
         self.notices_before = NOTICES.count
-        self.ray_errors = set()
         plan = self.plan
         parts = RunParts(
             plan.settings, plan.system_prompt, plan.settings_hash, plan.choices, self.pool.kind
@@ -489,23 +616,15 @@ class RayExecutor(Executor):
                     )
                 await asyncio.sleep(min(30.0, 2.0 ** (losses - 1)))
 
-    def submit(self, actor: _Actor, spec: EpisodeSpec, host: str) -> Any:
-        """Start the episode on ``actor``: what is not the run's fixed parts."""
-        return actor.handle.run.remote(spec.problem, spec.sample, spec.trace_id, spec.seed, host)
+    @staticmethod
+    def item(spec: EpisodeSpec, host: str) -> Item:
+        """The episode as it travels: what is not the run's fixed parts."""
+        return (spec.problem, spec.sample, spec.trace_id, spec.seed, host)
 
     async def _on_actor(self, spec: EpisodeSpec, host: str) -> Trace:
         actor = await self.actors.acquire()
         try:
-            result: Result = await self._result(actor, self.submit(actor, spec, host))
-        except RayActorError:
-            self.actors.died(actor)
-            raise _Lost from None
-        except RayError as e:  # the episode runs again; what Ray said is said once
-            said = ray_error(e)
-            if type(e).__name__ not in self.ray_errors:
-                self.ray_errors.add(type(e).__name__)
-                self.reporter.warn(f"{actor.address}: {said}; the episode runs again")
-            raise _Lost from None
+            result = await self._result(actor, spec.trace_id, self.item(spec, host))
         finally:
             self.actors.release(actor)
         actor.episodes += 1
@@ -519,25 +638,25 @@ class RayExecutor(Executor):
             raise _HostGaveUp(result.trace)
         return result.trace
 
-    async def _result(self, actor: _Actor, ref: Any) -> Result:
-        """What ``actor`` sends back for ``ref``; past each deadline, the actor must answer
-        a ping, else it is hung and the episode `_Lost` (a late result is never read)."""
-        future = asyncio.ensure_future(ref)
+    async def _result(self, actor: _Actor, trace_id: str, item: Item) -> Result:
+        """What ``actor`` sends back for the episode; past each deadline, the actor must
+        answer a ping, else it is hung and the episode `_Lost` (a late result is never
+        read)."""
+        future = self.actors.send(actor, item)
         try:
             while True:
                 done, _ = await asyncio.wait({future}, timeout=self.deadline_s)
                 if done:
-                    result: Result = future.result()
-                    return result
-                if not actor.alive or not await self.actors.answers(actor):
-                    self.actors.died(actor, hung=actor.alive)
+                    return future.result()
+                if actor.alive and not await self.actors.answers(actor):
+                    self.actors.died(actor, hung=True)
+                if not actor.alive:
+                    if future.done():
+                        return future.result()  # _Lost, or what came back just before
                     raise _Lost
         except asyncio.CancelledError:
-            _cancel(ref)
+            self.actors.forget(actor, trace_id)
             raise
-        finally:
-            if not future.done():
-                future.cancel()
 
     def summary_rows(self) -> list[tuple[str, str]]:
         a = self.actors
