@@ -77,6 +77,13 @@ class Case:
     executions: int
     driver_cpu_s: float
     """CPU of the driver process(es) between the first and the last trace written."""
+    per_call: float | None = None
+    """Ray: episodes back per call to an actor (from the summary)."""
+
+    @property
+    def driver_ms(self) -> float:
+        """Driver CPU per episode over the steady span."""
+        return 1000 * self.driver_cpu_s / (self.episodes - 1)
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -137,6 +144,11 @@ def _executions(stdout: str) -> int:
     return sum(int(n) for n in re.findall(r"executions\s+│ (\d+)", stdout))
 
 
+def _per_call(stdout: str) -> float | None:
+    found = re.search(r"([\d.]+) episodes back per call", stdout)
+    return float(found.group(1)) if found else None
+
+
 def run_cases(url: str, problems: Path, samples: int, parallel: int, tmp: Path) -> list[Case]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
@@ -174,7 +186,8 @@ def run_cases(url: str, problems: Path, samples: int, parallel: int, tmp: Path) 
         first, last = times[0], times[-1]
         cpu = sum(_at(s, last) - _at(s, first) for s in samples)
         steady = (len(times) - 1) / (last - first)
-        cases.append(Case(name, wall, len(times), steady, _executions(stdout), cpu))
+        case = Case(name, wall, len(times), steady, _executions(stdout), cpu, _per_call(stdout))
+        cases.append(case)
 
     local = tmp / "local" / "traces.jsonl"
     measure("local", [run(local, parallel)], lambda: [local])
@@ -497,9 +510,14 @@ def main() -> None:
         stand_ins(quick=args.quick)
 
 
+TARGET_RAY_MS = 1.5
+"""The Ray driver's CPU per episode at 2 nodes, end to end."""
+
+
 def paths(args: argparse.Namespace) -> None:
     samples = 3 if args.quick else 5
     problems_count = 20 if args.quick else 40
+    load_before = os.getloadavg()[0]
     with (
         tempfile.TemporaryDirectory() as name,
         FakeOllama(parallel=args.parallel, latency_s=args.latency) as server,
@@ -512,20 +530,28 @@ def paths(args: argparse.Namespace) -> None:
     bound = args.parallel / args.latency
     print(
         f"{problems_count * samples} markers episodes, latency {args.latency:g} s, "
-        f"P = {args.parallel} (bound {bound:g} episodes/s), 2 shared cores"
+        f"P = {args.parallel} (bound {bound:g} episodes/s), {os.cpu_count()} cores, load "
+        f"average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     header = (
         f"{'case':<14} {'wall s':>7} {'episodes':>8} {'steady ep/s':>12} {'ratio':>6} "
-        f"{'exec/s':>7} {'driver CPU ms/ep':>17}"
+        f"{'exec/s':>7} {'driver CPU ms/ep':>17} {'ep/call':>8}"
     )
     print(header)
     print("-" * len(header))
     for c in cases:
+        per_call = f"{c.per_call:.1f}" if c.per_call is not None else "-"
         print(
             f"{c.name:<14} {c.wall_s:>7.1f} {c.episodes:>8} {c.steady:>12.1f} "
             f"{c.steady / bound:>6.2f} {c.steady * c.executions / c.episodes:>7.1f} "
-            f"{1000 * c.driver_cpu_s / (c.episodes - 1):>17.1f}"
+            f"{c.driver_ms:>17.1f} {per_call:>8}"
         )
+    two = next(c for c in cases if c.name == "ray, 2 nodes")
+    met = "met" if two.driver_ms <= TARGET_RAY_MS else "NOT met"
+    print(
+        f"\nRay driver CPU per episode at 2 nodes <= {TARGET_RAY_MS:g} ms: "
+        f"{two.driver_ms:.2f} ({met})"
+    )
 
 
 if __name__ == "__main__":

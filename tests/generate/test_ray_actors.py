@@ -100,3 +100,147 @@ def test_an_actor_that_failed_to_start_is_said_with_the_error_it_carried():
     said = ray_executor.ray_error(ray.exceptions.RayActorError(error_msg=message))
     assert said.startswith("RayActorError: The actor died because of an error raised")
     assert said.endswith("(TypeError: __init__() takes 3 positional arguments but 4 were given)")
+
+
+class StandInEpisodes:
+    """An actor's ``exchange``, ``ping`` and ``cancel`` without Ray: the batches it was sent,
+    each answered at once with a ``markers`` trace per episode, or (``dies``) failed with
+    Ray's error for a dead actor a moment later, or (``hangs``) never answered."""
+
+    def __init__(self, dies: bool = False, hangs: bool = False) -> None:
+        self.dies, self.hangs = dies, hangs
+        self.batches: list[list[str]] = []
+        self.exchange, self.ping, self.cancel = self, Ping(hangs), Ping(False)
+
+    def remote(self, batch: list[Any], linger: float) -> asyncio.Future[Any]:
+        from tests.support.traces import markers_trace
+
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if batch:
+            self.batches.append([item[2] for item in batch])
+        if self.hangs:
+            return future
+        if self.dies:
+            loop.call_later(0.05, _fail, future, ray.exceptions.RayActorError())
+            return future
+        results = []
+        for problem, sample, trace_id, _seed, _host in batch:
+            trace = markers_trace(sample, problem_id=problem.id).model_copy(update={"id": trace_id})
+            results.append((trace_id, ray_executor.Result(trace, None, 0, 1)))
+        future.set_result(results)
+        return future
+
+
+class Ping:
+    def __init__(self, hangs: bool) -> None:
+        self.hangs = hangs
+
+    def remote(self, *_: Any) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self.hangs:
+            future.set_result(None)
+        return future
+
+
+def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+def run_on_stand_ins(tmp_path, actors: list[StandInEpisodes], episodes: int, **settings: Any):
+    """A whole run through `RayExecutor.execute` on stand-in actors (1 CPU each): the
+    executor, with what it wrote."""
+    from tests.support.runs import write_problems
+    from tracegen.data.prompts import load_prompt
+    from tracegen.generate.plan import Plan
+    from tracegen.generate.progress import Reporter, RunStats
+    from tracegen.generate.runfiles import RunFiles
+    from tracegen.llm.factory import backend_for
+    from tracegen.llm.pool import HostPool
+    from tracegen.problems import load_problems
+
+    problems_file = write_problems(tmp_path / "problems.jsonl", episodes)
+    run = RunSettings(
+        mode="markers",
+        model="test-model",
+        backend="ollama",
+        hosts=["http://127.0.0.1:9"],
+        concurrency=2 * len(actors),
+        executor="ray",
+        output=tmp_path / "traces.jsonl",
+        quiet=True,
+        **settings,
+    )
+    prompt = load_prompt("markers", None)
+    problems = load_problems(str(problems_file), limit=None, problem_ids=None)
+    plan = Plan(problems, run.generation(), prompt, 1, None)
+
+    class StandInExecutor(ray_executor.RayExecutor):
+        async def open(self) -> str:
+            parts = ray_executor.RunParts(plan.settings, plan.system_prompt, plan.settings_hash)
+            self.actors = ray_executor.Actors(run, parts, run.concurrency, warn=print)
+            for n, handle in enumerate(actors, 1):
+                address = f"10.0.0.{n}"
+                self.actors.join(ray_executor._Actor(handle, str(n) * 56, address, 1, n))
+            return "stand-ins"
+
+        async def close(self) -> None:
+            pass
+
+    async def scenario() -> StandInExecutor:
+        stats = RunStats()
+        files = RunFiles(
+            run.output,
+            None,
+            settings_hash=plan.settings_hash,
+            settings=plan.settings.record(prompt),
+            overwrite=True,
+            warn=print,
+        )
+        pool = HostPool([backend_for(run, run.hosts[0])], limit=run.concurrency)
+        stats.total = plan.size
+        executor = StandInExecutor(
+            run, plan, files, pool, stats, Reporter(stats, lambda: 0, display="quiet")
+        )
+        try:
+            assert await asyncio.wait_for(executor.execute(), 60) == 0
+        finally:
+            files.close()
+            await pool.aclose()
+        return executor
+
+    return asyncio.run(scenario())
+
+
+def recorded(tmp_path) -> list[tuple[str, int]]:
+    from tests.support.runs import keys
+
+    return sorted(keys(tmp_path / "traces.jsonl"))
+
+
+def test_a_batch_lost_with_a_dying_actor_runs_again_elsewhere_each_episode_once(tmp_path):
+    dying, living = StandInEpisodes(dies=True), StandInEpisodes()
+    executor = run_on_stand_ins(tmp_path, [dying, living], episodes=10)
+    assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(10))
+    (batch,) = dying.batches  # its share went in one call, lost with it
+    assert len(batch) == 2
+    assert executor.actors.deaths == 1 and executor.actors.lost == len(batch)
+    assert set(batch) <= {i for b in living.batches for i in b}  # run again on the other
+    assert max(len(b) for b in living.batches) > 1  # episodes went in batches
+    assert sum(len(b) for b in living.batches) == 10
+
+
+def test_a_hung_actors_batch_runs_again_elsewhere_and_its_late_answer_is_never_read(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ray_executor, "PROBE_S", 0.1)
+    hung, living = StandInEpisodes(hangs=True), StandInEpisodes()
+    # the deadline: one model request's timeout plus one execution's
+    executor = run_on_stand_ins(
+        tmp_path, [hung, living], episodes=6, request_timeout_s=0.2, exec_timeout=0.1
+    )
+    assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(6))
+    (batch,) = hung.batches
+    assert executor.actors.hung == 1 and executor.actors.lost == len(batch) == 2
+    assert not executor.actors.actors[0].waiting  # nothing left to read what it might send

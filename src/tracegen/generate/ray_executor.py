@@ -235,7 +235,6 @@ class _Actor:
     """The episodes given to this actor and not back yet, by trace id."""
     calls: set[asyncio.Task[None]] = field(default_factory=set)
     """Its calls under way (`Actors.exchange`)."""
-    flush: asyncio.TimerHandle | None = None
 
     def describe(self) -> str:
         """Which actor this is, apart from any other on its node: address, node, start."""
@@ -294,6 +293,10 @@ class Actors:
         """The live actor of each node."""
         self.starting: dict[str, asyncio.Task[None]] = {}
         self.lost = 0
+        self.calls = 0
+        """Calls made to the actors with episodes (`_exchange`)."""
+        self.returned = 0
+        """Episodes those calls brought back."""
         self.deaths = 0
         self.hung = 0
         self.isolation = ""
@@ -304,6 +307,9 @@ class Actors:
         self.ray_errors: set[str] = set()
         """The kinds of Ray error already told (each once)."""
         self._warned: set[str] = set()
+        self._due: set[_Actor] = set()
+        """Actors that may have a call to make (`_schedule`)."""
+        self._flush: asyncio.TimerHandle | None = None
 
     @property
     def alive(self) -> list[_Actor]:
@@ -413,20 +419,28 @@ class Actors:
             _cancel_on(actor.handle, trace_id)
 
     def _schedule(self, actor: _Actor) -> None:
-        if actor.flush is None and actor.alive:
-            actor.flush = asyncio.get_running_loop().call_later(BATCH_S, self._flush, actor)
+        """``actor`` may have a call to make: within `BATCH_S` (one timer for all actors)."""
+        if actor.alive:
+            self._due.add(actor)
+            if self._flush is None:
+                self._flush = asyncio.get_running_loop().call_later(BATCH_S, self._flush_due)
 
-    def _flush(self, actor: _Actor) -> None:
-        """Send what waits in the outbox, and keep a call under way while any episode of
-        ``actor`` is out (its answer brings them back)."""
-        actor.flush = None
-        if not actor.alive:
-            return
-        if (actor.outbox and len(actor.calls) < MAX_CALLS) or (actor.waiting and not actor.calls):
-            batch, actor.outbox = actor.outbox, []
-            call = asyncio.create_task(self._exchange(actor, batch))
-            actor.calls.add(call)
-            call.add_done_callback(actor.calls.discard)
+    def _flush_due(self) -> None:
+        """Each due actor sends what waits in its outbox, and keeps a call under way while
+        any of its episodes is out (the call's answer brings them back)."""
+        self._flush = None
+        due, self._due = self._due, set()
+        for actor in due:
+            if not actor.alive:
+                continue
+            if (actor.outbox and len(actor.calls) < MAX_CALLS) or (
+                actor.waiting and not actor.calls
+            ):
+                batch, actor.outbox = actor.outbox, []
+                self.calls += 1
+                call = asyncio.create_task(self._exchange(actor, batch))
+                actor.calls.add(call)
+                call.add_done_callback(actor.calls.discard)
 
     async def _exchange(self, actor: _Actor, batch: list[Item]) -> None:
         try:
@@ -443,6 +457,7 @@ class Actors:
                 self.warn(f"{actor.address}: {ray_error(e)}; its episodes run again")
             self.died(actor)
             return
+        self.returned += len(finished)
         for trace_id, result in finished:
             future = actor.waiting.pop(trace_id, None)
             if future is not None and not future.done():
@@ -475,8 +490,7 @@ class Actors:
                 del self.live[actor.node]
             self.slots.remove(actor)
             _kill(actor.handle)
-            if actor.flush is not None:
-                actor.flush.cancel()
+            self._due.discard(actor)
             for call in list(actor.calls):
                 if call is not asyncio.current_task():
                     call.cancel()
@@ -491,9 +505,9 @@ class Actors:
             task.cancel()
         await asyncio.gather(*self.starting.values(), return_exceptions=True)
         alive = self.alive
+        if self._flush is not None:
+            self._flush.cancel()
         for actor in alive:
-            if actor.flush is not None:
-                actor.flush.cancel()
             for call in list(actor.calls):
                 call.cancel()
         stops = [_await(a.handle.stop.remote()) for a in alive]
@@ -665,7 +679,8 @@ class RayExecutor(Executor):
             (
                 "Ray actors",
                 f"{len(a.actors)} started, {a.deaths} died{hung}; {a.lost} episodes lost with "
-                "an actor (run again)",
+                f"an actor (run again); {a.calls} calls, {a.returned / max(1, a.calls):.1f} "
+                "episodes back per call",
             )
         ]
         for x in a.actors:
