@@ -153,6 +153,7 @@ def run_cases(url: str, problems: Path, samples: int, parallel: int, tmp: Path) 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["COLUMNS"] = "200"  # the summary's rows unwrapped, to be read back
     tracegen = [sys.executable, "-m", "tracegen"]
 
     def run(out: Path, concurrency: int, *extra: str) -> list[str]:

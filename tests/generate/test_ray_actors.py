@@ -104,11 +104,11 @@ def test_an_actor_that_failed_to_start_is_said_with_the_error_it_carried():
 
 class StandInEpisodes:
     """An actor's ``exchange``, ``ping`` and ``cancel`` without Ray: the batches it was sent,
-    each answered at once with a ``markers`` trace per episode, or (``dies``) failed with
-    Ray's error for a dead actor a moment later, or (``hangs``) never answered."""
+    each answered at once with a ``markers`` trace per episode, or failed a moment later
+    with the Ray error ``fails``, or (``hangs``) never answered."""
 
-    def __init__(self, dies: bool = False, hangs: bool = False) -> None:
-        self.dies, self.hangs = dies, hangs
+    def __init__(self, fails: BaseException | None = None, hangs: bool = False) -> None:
+        self.fails, self.hangs = fails, hangs
         self.batches: list[list[str]] = []
         self.exchange, self.ping, self.cancel = self, Ping(hangs), Ping(False)
 
@@ -121,8 +121,8 @@ class StandInEpisodes:
             self.batches.append([item[2] for item in batch])
         if self.hangs:
             return future
-        if self.dies:
-            loop.call_later(0.05, _fail, future, ray.exceptions.RayActorError())
+        if self.fails is not None:
+            loop.call_later(0.05, _fail, future, self.fails)
             return future
         results = []
         for problem, sample, trace_id, _seed, _host in batch:
@@ -220,7 +220,7 @@ def recorded(tmp_path) -> list[tuple[str, int]]:
 
 
 def test_a_batch_lost_with_a_dying_actor_runs_again_elsewhere_each_episode_once(tmp_path):
-    dying, living = StandInEpisodes(dies=True), StandInEpisodes()
+    dying, living = StandInEpisodes(fails=ray.exceptions.RayActorError()), StandInEpisodes()
     executor = run_on_stand_ins(tmp_path, [dying, living], episodes=10)
     assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(10))
     (batch,) = dying.batches  # its share went in one call, lost with it
@@ -244,3 +244,17 @@ def test_a_hung_actors_batch_runs_again_elsewhere_and_its_late_answer_is_never_r
     (batch,) = hung.batches
     assert executor.actors.hung == 1 and executor.actors.lost == len(batch) == 2
     assert not executor.actors.actors[0].waiting  # nothing left to read what it might send
+
+
+def test_a_call_failing_with_another_ray_error_is_told_as_it_was_and_its_batch_runs_again(
+    tmp_path, capsys
+):
+    error = RaySystemError("the object's owner is gone")
+    failing, living = StandInEpisodes(fails=error), StandInEpisodes()
+    executor = run_on_stand_ins(tmp_path, [failing, living], episodes=8)
+    assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(8))
+    assert executor.actors.deaths == 1 and executor.actors.lost == 2  # ended, not reused
+    said = [line for line in capsys.readouterr().out.splitlines() if "RaySystemError" in line]
+    assert said == [
+        "10.0.0.1: RaySystemError: System error: the object's owner is gone; its episodes run again"
+    ]

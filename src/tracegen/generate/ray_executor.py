@@ -20,15 +20,24 @@ process (the driver) stays the only writer of the run files.
 - **Back-pressure.** An actor gets at most its share of the cluster's slots (by CPUs) in
   flight, and the episode goes to the actor least loaded for its share (`Slots`: O(log n)
   per episode, whatever the number of actors).
-- **Failures.** An actor or node that dies loses only its episodes in flight: they run
-  again on another actor after a back-off (1 s, doubling), are not recorded as attempted
-  and are never written twice; one lost `MAX_LOSSES` times is recorded as failed. An
-  episode not back within its deadline (`DEADLINE_S`, or one model request's timeout plus
-  one execution's if shorter; again each deadline after) has its actor asked whether it is
-  alive; an actor that does not answer within `PROBE_S`
-  (a stopped process, a wedged node whose raylet still looks healthy) is hung: it is ended
+- **Batches.** Episodes travel in batches, both ways: an episode given to an actor waits
+  up to `BATCH_S` for others to go in the same call, and the call's answer brings back the
+  actor's episodes finished by then (it waits for the first, then up to `LINGER_S` for more
+  while others are in flight). One call is kept under way per actor while any of its
+  episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray call costs the
+  driver about a millisecond of CPU; tracegen's own work per episode about a third of that.
+- **Failures.** An actor or node that dies loses only its episodes in flight, sent or not
+  (a call that fails takes with it whatever it was bringing back): they run again on
+  another actor after a back-off (1 s, doubling), are not recorded as attempted and are
+  never written twice; one lost `MAX_LOSSES` times is recorded as failed. A Ray error
+  other than an actor's death is told once per kind, as Ray said it, and the actor is
+  ended and replaced. An episode not back within its deadline (`DEADLINE_S`, or one model
+  request's timeout plus one execution's if shorter; again each deadline after) has its
+  actor asked whether it is alive; an actor that does not answer within `PROBE_S` (a
+  stopped process, a wedged node whose raylet still looks healthy) is hung: it is ended
   and replaced, and its episodes run again elsewhere. Each episode is recorded once, by
-  the worker that waits for it: whatever a hung actor might still send is never read. The
+  the worker that waits for it: once an actor is ended, its calls are cancelled and each of
+  its episodes is lost exactly once, so whatever it might still send is never read. The
   driver dying is a kill -9 of a local run (Ray ends its actors); Ctrl-C cancels the
   episodes on the actors as it does local ones.
 - **The terminal.** Ray's own notices of dead nodes and workers, which it prints in the
