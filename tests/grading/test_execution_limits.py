@@ -1,0 +1,137 @@
+"""The problem's limits bound the whole execution, not each process: a chain of forks
+that each stay under the CPU limit is ``time`` with the CPU of all of them reported; memory
+split over children (or held as shared memory) is ``memory``; right programs that start
+threads and processes, or reserve address space they never touch, stay ``accepted``. As
+root and as ``nobody``, under each isolation."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.support.limit_programs import (
+    FORK_CHAIN_CPP,
+    GENEROUS,
+    HOSTILE,
+    HOSTILE_OUTCOMES,
+    LIMITED,
+    RIGHT_UNDER_GENEROUS,
+    RIGHT_UNDER_LIMITED,
+)
+from tests.support.sandboxes import EACH_ISOLATION
+from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
+from tests.support.unprivileged import NEEDS_ROOT, run_script_as_nobody
+from tracegen.grading.programs import ProgramJudge
+from tracegen.sandbox import Sandbox
+from tracegen.sandbox.programs import Programs
+from tracegen.schema import ExecResult
+
+pytestmark = pytest.mark.slow  # seconds of CPU each
+ON_LOOP = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=EACH_ISOLATION)
+async def judge(request: pytest.FixtureRequest) -> AsyncIterator[ProgramJudge]:
+    async with Sandbox(request.param, concurrency=2) as sandbox:
+        yield ProgramJudge(Programs(sandbox))
+
+
+def check_hostile(name: str, outcome: str | None, cpu_s: float | None) -> None:
+    assert outcome == HOSTILE_OUTCOMES[name], (name, outcome)
+    if name == "fork-chain":  # the CPU of every link, not the first process's alone
+        assert cpu_s is not None and cpu_s > 1.0, cpu_s
+
+
+def summary(result: ExecResult) -> tuple[str | None, float | None, str | None]:
+    return result.outcome, result.tests[0].cpu_s, result.error
+
+
+@ON_LOOP
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+async def test_work_spread_over_processes_is_held_to_the_problems_limits(
+    judge: ProgramJudge, name: str
+) -> None:
+    outcome, cpu_s, error = summary(await judge.judge(LIMITED, HOSTILE[name], "python"))
+    check_hostile(name, outcome, cpu_s)
+    assert error
+
+
+@ON_LOOP
+@NEEDS_GPP
+async def test_a_cpp_fork_chain_is_time_with_the_cpu_of_every_link(judge: ProgramJudge) -> None:
+    outcome, cpu_s, _ = summary(await judge.judge(LIMITED, FORK_CHAIN_CPP, "cpp"))
+    check_hostile("fork-chain", outcome, cpu_s)
+
+
+@ON_LOOP
+@pytest.mark.parametrize("name", sorted(RIGHT_UNDER_LIMITED))
+async def test_threads_and_reserved_address_space_are_not_memory(
+    judge: ProgramJudge, name: str
+) -> None:
+    result = await judge.judge(LIMITED, RIGHT_UNDER_LIMITED[name], "python")
+    assert result.outcome == "accepted", (result.error, result.tests)
+
+
+@ON_LOOP
+@pytest.mark.parametrize("name", sorted(RIGHT_UNDER_GENEROUS))
+async def test_right_programs_with_workers_are_accepted(judge: ProgramJudge, name: str) -> None:
+    result = await judge.judge(GENEROUS, RIGHT_UNDER_GENEROUS[name], "python")
+    assert result.outcome == "accepted", (result.error, result.tests)
+
+
+NOBODY_IMPORTS = """
+import asyncio, concurrent.futures.thread, json
+from tests.support.limit_programs import (
+    GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED,
+)
+from tracegen.grading.programs import ProgramJudge
+from tracegen.sandbox import Sandbox
+from tracegen.sandbox.programs import Programs
+"""
+NOBODY_SCRIPT = """
+async def main():
+    out = {{}}
+    async with Sandbox({isolation!r}, concurrency=2) as sandbox:
+        judge = ProgramJudge(Programs(sandbox))
+        cases = [(n, LIMITED, c) for n, c in HOSTILE.items()]
+        cases += [(n, LIMITED, c) for n, c in RIGHT_UNDER_LIMITED.items()]
+        cases += [(n, GENEROUS, c) for n, c in RIGHT_UNDER_GENEROUS.items()]
+        for name, problem, code in cases:
+            result = await judge.judge(problem, code, "python")
+            out[name] = [result.outcome, result.tests[0].cpu_s, result.error]
+    return out
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+@functools.cache
+def as_nobody(isolation: str) -> dict[str, Any]:
+    script = NOBODY_SCRIPT.format(isolation=isolation)
+    return run_script_as_nobody(NOBODY_IMPORTS, script, timeout=600)
+
+
+NOBODY_ISOLATIONS = ["builtin", pytest.param("bwrap", marks=NEEDS_BWRAP)]
+
+
+@NEEDS_ROOT
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_as_nobody_work_spread_over_processes_is_held_to_the_limits(
+    isolation: str, name: str
+) -> None:
+    outcome, cpu_s, _ = as_nobody(isolation)[name]
+    check_hostile(name, outcome, cpu_s)
+
+
+@NEEDS_ROOT
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+@pytest.mark.parametrize("name", sorted({**RIGHT_UNDER_LIMITED, **RIGHT_UNDER_GENEROUS}))
+def test_as_nobody_right_programs_with_threads_and_workers_are_accepted(
+    isolation: str, name: str
+) -> None:
+    assert as_nobody(isolation)[name][0] == "accepted", as_nobody(isolation)[name]
