@@ -21,13 +21,15 @@ from tests.support.limit_programs import (
     LIMITED,
     RIGHT_UNDER_GENEROUS,
     RIGHT_UNDER_LIMITED,
+    SHORT_FORK_CHAIN,
 )
+from tests.support.programs import SUM
 from tests.support.sandboxes import EACH_ISOLATION
 from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
 from tests.support.unprivileged import NEEDS_ROOT, run_script_as_nobody
-from tracegen.grading.programs import ProgramJudge
+from tracegen.grading.programs import JudgeOptions, ProgramJudge
 from tracegen.sandbox import Sandbox
-from tracegen.sandbox.programs import Programs
+from tracegen.sandbox.programs import Limits, Programs
 from tracegen.schema import ExecResult
 
 pytestmark = pytest.mark.slow  # seconds of CPU each
@@ -61,6 +63,26 @@ async def test_work_spread_over_processes_is_held_to_the_problems_limits(
 
 
 @ON_LOOP
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+async def test_in_one_execution_per_program_too(judge: ProgramJudge, name: str) -> None:
+    """`JudgeOptions(batch=True)`: a test whose run there used more is run again alone."""
+    batched = ProgramJudge(judge.programs, JudgeOptions(batch=True))
+    result = await batched.judge(SUM, HOSTILE[name], "python")
+    check_hostile(name, result.outcome, result.tests[0].cpu_s)
+
+
+@ON_LOOP
+async def test_a_run_in_one_execution_per_program_counts_every_process(
+    judge: ProgramJudge,
+) -> None:
+    built = await judge.programs.build(SHORT_FORK_CHAIN, "python")
+    limits = Limits(cpu_s=1, wall_s=5, memory_mb=64, output_bytes=1 << 16)
+    runs = await judge.programs.run_batch(built, [b"2 3\n", b"10 20\n"], limits, 1 << 16)
+    assert runs, "the batch failed"
+    assert runs[0].cpu_s > 1.0 or runs[0].killed_for is not None, runs[0]
+
+
+@ON_LOOP
 @NEEDS_GPP
 async def test_a_cpp_fork_chain_is_time_with_the_cpu_of_every_link(judge: ProgramJudge) -> None:
     outcome, cpu_s, _ = summary(await judge.judge(LIMITED, FORK_CHAIN_CPP, "cpp"))
@@ -88,9 +110,10 @@ import asyncio, concurrent.futures.thread, json
 from tests.support.limit_programs import (
     GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED,
 )
-from tracegen.grading.programs import ProgramJudge
+from tests.support.programs import SUM
+from tracegen.grading.programs import JudgeOptions, ProgramJudge
 from tracegen.sandbox import Sandbox
-from tracegen.sandbox.programs import Programs
+from tracegen.sandbox.programs import Limits, Programs
 """
 NOBODY_SCRIPT = """
 async def main():

@@ -341,28 +341,42 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _proportional(pid: int, page: int) -> int:
+def _resident(pid: int) -> int:
+    """Bytes of anonymous and shared memory resident in ``pid`` (``RssAnon`` +
+    ``RssShmem``: counters, cheap to read), pages it shares with others counted whole."""
+    try:
+        with open(b"/proc/%d/status" % pid, "rb") as f:
+            text = f.read()
+    except OSError:
+        return 0
+    held = 0
+    for name in (b"\nRssAnon:", b"\nRssShmem:"):
+        at = text.find(name)
+        if at >= 0:
+            with contextlib.suppress(ValueError, IndexError):
+                held += int(text[at + len(name) :].split(None, 1)[0]) * 1024
+    return held
+
+
+def _proportional(pid: int) -> int | None:
     """Bytes of anonymous and shared memory ``pid`` holds, pages it shares with others
-    divided among them (``Pss_Anon`` + ``Pss_Shmem``); where that cannot be read, its
-    resident pages that no file backs (``statm``)."""
+    divided among them (``Pss_Anon`` + ``Pss_Shmem``; the kernel walks its page tables:
+    milliseconds for a large process); None where that cannot be read."""
     try:
         with open(b"/proc/%d/smaps_rollup" % pid, "rb") as f:
             text = f.read()
-        held = 0
-        for name in (b"\nPss_Anon:", b"\nPss_Shmem:"):
-            at = text.find(name)
-            if at >= 0:
-                held += int(text[at + len(name) :].split(None, 1)[0]) * 1024
-        if text:
-            return held
-    except (OSError, ValueError):
-        pass
-    try:
-        with open(b"/proc/%d/statm" % pid, "rb") as f:
-            fields = f.read().split()
-        return (int(fields[1]) - int(fields[2])) * page
-    except (OSError, ValueError, IndexError):
-        return 0
+    except OSError:
+        return None
+    held = 0
+    for name in (b"\nPss_Anon:", b"\nPss_Shmem:"):
+        at = text.find(name)
+        if at < 0:
+            return None
+        try:
+            held += int(text[at + len(name) :].split(None, 1)[0]) * 1024
+        except (ValueError, IndexError):
+            return None
+    return held
 
 
 # ------------------------------------------------------------------ the zygote
@@ -806,16 +820,21 @@ class Zygote:
         return sum(int(x) for x in fields[11:15]) / self.ticks
 
     def _held(self, run: _Run, pids: list[int]) -> int:
-        """Bytes the execution holds: its processes' own memory (their proportional share
-        of pages they share) and shared memory, and the files in its own tmpfs."""
+        """Bytes the execution holds: the files in its own tmpfs, and its processes' memory,
+        each one's share of the pages it shares with others (the warm parent's, a forked
+        sibling's) once the resident total, which counts them whole, is over the limit."""
         held = 0
-        for pid in pids:
-            held += _proportional(pid, self.page)
         if self.own_mounts:
             for where in (b"/proc/%d/cwd" % run.pid, b"/proc/%d/root/dev/shm" % run.pid):
                 with contextlib.suppress(OSError):
                     st = os.statvfs(where)
                     held += (st.f_blocks - st.f_bfree) * st.f_frsize
+        resident = [_resident(pid) for pid in pids]
+        if held + sum(resident) <= run.memory_limit:
+            return held + sum(resident)
+        for pid, whole in zip(pids, resident, strict=True):
+            share = _proportional(pid)
+            held += whole if share is None else share
         return held
 
     # ---------------------------------------------------------------- starting children

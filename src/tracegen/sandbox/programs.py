@@ -302,18 +302,43 @@ _BATCH = (
     + """
 import ctypes, select, signal, time
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: its programs cannot read or trace it
+# The subreaper of every process a test's run starts: each is reaped here once it ends, so
+# a run's CPU is that of all its processes (see `_RUN`).
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
 for _name, _data, _mode in {files}:
     _put(_name, _data, _mode)
 _binary = {binary}
 _memory = {memory}
 _cap = {cap}
-if not _binary:
-    with open("/proc/self/statm", "rb") as _f:
-        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-else:  # inherited by each spawned run; one that raises them is caught by its rusage
+_children = "/proc/self/task/%d/children" % os.getpid()
+
+def _reap_all():
+    for _ in range(10000):
+        try:
+            with open(_children, "rb") as f:
+                left = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        if not left:
+            return
+        for p in left:
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
+        for p in left:
+            try:
+                os.waitpid(p, 0)
+            except ChildProcessError:
+                pass
+
+def _cpu_of_children():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+if _binary:  # inherited by each spawned run; one that raises them is caught by its rusage
     signal.signal(signal.SIGXCPU, signal.SIG_IGN)  # the driver's own time is not a test's
-    for _which, _value in ((resource.RLIMIT_AS, _memory), (resource.RLIMIT_STACK, _memory),
-                           (resource.RLIMIT_CPU, {cpu})):
+    for _which, _value in ((resource.RLIMIT_STACK, _memory), (resource.RLIMIT_CPU, {cpu})):
         _hard = resource.getrlimit(_which)[1]
         if _hard != resource.RLIM_INFINITY:
             _value = min(_value, _hard)
@@ -328,11 +353,9 @@ def _child(w_out, w_err):
     os.closerange(3, 1024)
     _limit(resource.RLIMIT_CPU, {cpu}, 1)
     if _binary:
-        _limit(resource.RLIMIT_AS, _memory)
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog"])
     import builtins, io, traceback
-    _limit(resource.RLIMIT_AS, _memory + _held)
     builtins.exit = builtins.quit = sys.exit
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
@@ -374,6 +397,7 @@ for _index, _data in enumerate({inputs}):
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
     started = time.monotonic()
+    cpu_before = _cpu_of_children()
     if _binary:  # spawned without copying the driver: the limits are its own soft ones
         pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0,
                              setsigdef=(signal.SIGXCPU,), file_actions=[
@@ -414,6 +438,7 @@ for _index, _data in enumerate({inputs}):
     except OSError:
         pass
     _, status, usage = os.wait4(pid, 0)
+    _reap_all()  # what it left running: killed, and its CPU counted with the run's
     for fd in reading:
         os.close(fd)
     out = bytes(got[r_out][:_cap])
@@ -422,7 +447,7 @@ for _index, _data in enumerate({inputs}):
     if usage.ru_maxrss * 1024 > _memory and killed == "-":
         killed = "memory"
     _emit(b"%d %d %.6f %.6f %s %d %d\\n" % (
-        _index, code, usage.ru_utime + usage.ru_stime, time.monotonic() - started,
+        _index, code, _cpu_of_children() - cpu_before, time.monotonic() - started,
         killed.encode(), len(out), len(err)) + out + err)
     if killed != "-" or code != 0:
         break
