@@ -21,14 +21,17 @@ from tests.support.limit_programs import (
     LIMITED,
     RIGHT_UNDER_GENEROUS,
     RIGHT_UNDER_LIMITED,
+    SCRIPT_LIMITS,
+    SCRIPT_STATUS,
+    SCRIPTS,
     SHORT_FORK_CHAIN,
 )
 from tests.support.programs import SUM
-from tests.support.sandboxes import EACH_ISOLATION
+from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS
 from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
 from tests.support.unprivileged import NEEDS_ROOT, run_script_as_nobody
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
-from tracegen.sandbox import Sandbox
+from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.sandbox.programs import Limits, Programs
 from tracegen.schema import ExecResult
 
@@ -105,14 +108,23 @@ async def test_right_programs_with_workers_are_accepted(judge: ProgramJudge, nam
     assert result.outcome == "accepted", (result.error, result.tests)
 
 
+@ON_LOOP
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+async def test_a_sandboxs_memory_limit_counts_every_process_of_a_script(isolation: str) -> None:
+    async with Sandbox(isolation, limits=SandboxLimits(**SCRIPT_LIMITS)) as sandbox:
+        for name, code in SCRIPTS.items():
+            result = await sandbox.run_code(code)
+            assert result.status == SCRIPT_STATUS[name], (name, result.error, result.stderr)
+
+
 NOBODY_IMPORTS = """
 import asyncio, concurrent.futures.thread, json
 from tests.support.limit_programs import (
-    GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED,
+    GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED, SCRIPT_LIMITS, SCRIPTS,
 )
 from tests.support.programs import SUM
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
-from tracegen.sandbox import Sandbox
+from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.sandbox.programs import Limits, Programs
 """
 NOBODY_SCRIPT = """
@@ -126,6 +138,9 @@ async def main():
         for name, problem, code in cases:
             result = await judge.judge(problem, code, "python")
             out[name] = [result.outcome, result.tests[0].cpu_s, result.error]
+    async with Sandbox({isolation!r}, limits=SandboxLimits(**SCRIPT_LIMITS)) as sandbox:
+        for name, code in SCRIPTS.items():
+            out["script:" + name] = (await sandbox.run_code(code)).status
     return out
 
 print(json.dumps(asyncio.run(main())))
@@ -158,3 +173,10 @@ def test_as_nobody_right_programs_with_threads_and_workers_are_accepted(
     isolation: str, name: str
 ) -> None:
     assert as_nobody(isolation)[name][0] == "accepted", as_nobody(isolation)[name]
+
+
+@NEEDS_ROOT
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_as_nobody_a_sandboxs_memory_limit_counts_every_process(isolation: str, name: str) -> None:
+    assert as_nobody(isolation)["script:" + name] == SCRIPT_STATUS[name]

@@ -162,3 +162,29 @@ RIGHT_UNDER_GENEROUS = {
     ),
 }
 """Right programs under `GENEROUS` (four seconds, 512 MB)."""
+
+SCRIPT_LIMITS = {"timeout_s": 10.0, "cpu_s": 10, "memory_mb": 128}
+"""`SandboxLimits` for the scripts below: the sandbox's own memory limit, not a problem's."""
+SCRIPTS = {
+    "split-memory": (
+        "import os, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        held = bytearray(60 << 20)\n"
+        "        time.sleep(2)\n"
+        "        os._exit(0)\n"
+        "for _ in range(4):\n    os.wait()\n"
+    ),
+    "forty-threads": (
+        "import threading\n"
+        "out, barrier = [], threading.Barrier(40)\n"
+        "def work():\n    barrier.wait()\n    out.append(bytearray(1 << 20))\n"
+        "threads = [threading.Thread(target=work) for _ in range(40)]\n"
+        "for t in threads:\n    t.start()\n"
+        "for t in threads:\n    t.join()\n"
+        "print(len(out))\n"
+    ),
+}
+"""Scripts (`Sandbox.run_code`) under `SCRIPT_LIMITS`: 240 MB over four processes is
+``memory``; 40 threads holding 40 MB are ``ok``."""
+SCRIPT_STATUS = {"split-memory": "memory", "forty-threads": "ok"}

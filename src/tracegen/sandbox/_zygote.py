@@ -60,8 +60,8 @@ PROBER_TIMEOUT_S = 2.0
 """A prober that has not answered for this long is killed and replaced."""
 MALLOC_ARENAS = 2
 """At most this many malloc arenas per process (``M_ARENA_MAX``; glibc's default is eight per
-core): each reserves 64 MB of address space, which the memory limit counts, so a program's
-threads would exhaust it long before they used any memory."""
+core): each reserves 64 MB of address space, which the address-space fallback (where no
+cgroup counts memory: `ADDRESS_SPACE_BACKSTOP`) and the judges' limit count."""
 WATCH_S = 0.02
 """How often the CPU of an execution's running processes (and, where no cgroup counts it,
 the memory they hold) is added up, while it runs."""
@@ -803,10 +803,11 @@ class Zygote:
                 over = "memory"
             if over is not None:
                 run.over = over
+                # Its processes, not its judge: the judge sees its candidate gone.
+                self._kill_group(run.pid)
                 for pid in pids:
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
-                self._kill(run)
             else:
                 self.next_watch = time.monotonic() + WATCH_S
 

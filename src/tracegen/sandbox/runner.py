@@ -816,7 +816,8 @@ def _exec_result(raw: _Raw, tests: list[TestCase] | None) -> ExecResult:
         duration_s=round(raw.duration_s, 6),
     )
     status, error = _verdict(raw, tests, result)
-    if raw.out_of_memory and status in ("error", "killed"):
+    # A process of it killed for the execution's memory: whatever the rest made of that.
+    if raw.out_of_memory and status in ("ok", "failed", "error", "killed"):
         status, error = "memory", "memory limit exceeded: the kernel killed a process of it"
     result.status, result.error = status, error
     return result
