@@ -118,8 +118,9 @@ async def test_a_sandboxs_memory_limit_counts_every_process_of_a_script(isolatio
 
 
 NOBODY_IMPORTS = """
-import asyncio, concurrent.futures.thread, json
+import asyncio, concurrent.futures.thread, json, shutil
 from tests.support.limit_programs import (
+    FORK_CHAIN_CPP,
     GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED, SCRIPT_LIMITS, SCRIPTS,
 )
 from tests.support.programs import SUM
@@ -138,6 +139,9 @@ async def main():
         for name, problem, code in cases:
             result = await judge.judge(problem, code, "python")
             out[name] = [result.outcome, result.tests[0].cpu_s, result.error]
+        if shutil.which("g++"):
+            result = await judge.judge(LIMITED, FORK_CHAIN_CPP, "cpp")
+            out["cpp:fork-chain"] = [result.outcome, result.tests[0].cpu_s, result.error]
     async with Sandbox({isolation!r}, limits=SandboxLimits(**SCRIPT_LIMITS)) as sandbox:
         for name, code in SCRIPTS.items():
             out["script:" + name] = (await sandbox.run_code(code)).status
@@ -180,3 +184,11 @@ def test_as_nobody_right_programs_with_threads_and_workers_are_accepted(
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_as_nobody_a_sandboxs_memory_limit_counts_every_process(isolation: str, name: str) -> None:
     assert as_nobody(isolation)["script:" + name] == SCRIPT_STATUS[name]
+
+
+@NEEDS_ROOT
+@NEEDS_GPP
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+def test_as_nobody_a_cpp_fork_chain_is_time(isolation: str) -> None:
+    outcome, cpu_s, _ = as_nobody(isolation)["cpp:fork-chain"]
+    check_hostile("fork-chain", outcome, cpu_s)
