@@ -34,12 +34,21 @@ if os.fork() == 0:  # each link burns just under the limit, forks the next and e
     os.close(r)
     for _ in range(4):
         burn(0.8)
-        if os.fork():
+        while True:  # a fork refused for a moment must not end the chain early
+            try:
+                child = os.fork()
+                break
+            except OSError:
+                time.sleep(0.01)
+        if child:
             os._exit(0)
+    os.write(w, b"x")  # the chain is complete
     os._exit(0)
 os.close(w)
-os.read(r, 1)  # the last link's exit; the links are never waited for
-print(a + b)
+done = os.read(r, 1)  # the last link's word; the links are never waited for
+os.read(r, 1)  # its exit
+if done == b"x":  # a chain cut short answers nothing: it is never accepted
+    print(a + b)
 """
 """3.2 s of CPU in all, no process over 0.8 s: a one-second problem's verdict is ``time``."""
 SHORT_FORK_CHAIN = FORK_CHAIN.replace("burn(0.8)", "burn(0.35)")
@@ -61,13 +70,19 @@ int main() {
     if (pipe(fd)) return 1;
     if (fork() == 0) {
         close(fd[0]);
-        for (int i = 0; i < 4; i++) { burn(0.8); if (fork()) _exit(0); }
+        for (int i = 0; i < 4; i++) {
+            burn(0.8);
+            pid_t child;
+            while ((child = fork()) < 0) usleep(10000);
+            if (child) _exit(0);
+        }
+        if (write(fd[1], "x", 1) != 1) _exit(1);
         _exit(0);
     }
     close(fd[1]);
-    char c;
-    while (read(fd[0], &c, 1) > 0) {}
-    printf("%lld\n", a + b);
+    char c, done = 0;
+    while (read(fd[0], &c, 1) > 0) done = c;
+    if (done == 'x') printf("%lld\n", a + b);
 }
 """
 
