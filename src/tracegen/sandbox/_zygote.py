@@ -615,8 +615,9 @@ class Zygote:
         """Bound the slot's cgroup to the execution's own memory limit (when it changes).
 
         v1 wants memory with swap never below memory alone: raised, memsw is written first;
-        lowered, last. A limit the kernel refuses (it holds more than that of a file cache
-        it cannot reclaim) leaves the execution unbounded by it: the watch bounds it then.
+        lowered, last. A limit the kernel refuses (the slot holds more than that of a file
+        cache it cannot reclaim) leaves the slot's last one, at most the sandbox's, and is
+        tried again by the next execution.
         """
         limit = run.memory_limit
         if self.slot_memory.get(run.uid) == limit:
