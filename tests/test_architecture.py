@@ -177,6 +177,27 @@ def test_modes_ask_for_capabilities_never_which_backend_answered() -> None:
     assert not found, "\n".join(found)
 
 
+def test_backend_kinds_are_asked_for_their_flags_never_compared_by_name() -> None:
+    """What a backend kind is (runs the model in this process, what it can do) is declared on
+    its entry of `tracegen.llm.factory.BACKENDS`: no module compares a ``backend`` or a pool's
+    ``kind`` with a kind's name (``settings.backend == "local"``)."""
+    from tracegen.llm.factory import BACKENDS
+
+    def names_backend(node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr in ("backend", "kind")
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            named = any(isinstance(o, ast.Constant) and o.value in BACKENDS for o in operands)
+            if named and any(names_backend(o) for o in operands):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not found, "ask the backend's entry (runs_in_process…): " + ", ".join(found)
+
+
 def test_every_console_is_the_sanitising_one() -> None:
     """Tables and panels reach the terminal through `tracegen.terminal`'s console, which escapes
     control and bidirectional characters: no other module makes a Rich console."""
