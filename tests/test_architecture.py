@@ -198,6 +198,47 @@ def test_backend_kinds_are_asked_for_their_flags_never_compared_by_name() -> Non
     assert not found, "ask the backend's entry (runs_in_process…): " + ", ".join(found)
 
 
+def test_views_only_show() -> None:
+    """A view (`tracegen.views`) shows what it is given or reads: it runs nothing (no
+    sandbox, no executor, no run) and decides no settings; the command's library function
+    (`tracegen.generate.verify`…) builds the run and hands the view what to show."""
+    found = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted((PACKAGE / "views").rglob("*.py"))
+        for module in _imports(path)
+        if _top(module) in ("sandbox", "generate", "llm", "episode", "modes", "config")
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_a_flag_reaches_the_worker_through_the_settings_and_the_setup() -> None:
+    """A setting goes one way, CLI → settings → setup → worker: a command module builds its
+    `RunSettings` from its flags (`tracegen.config.load_settings`) and hands them on; below
+    the CLI, no module makes settings from loose values again (no `load_settings`, no
+    `RunSettings(...)` or `model_validate`), except the RL adapters, which read their
+    trainer's configuration."""
+    entry = {"cli", "atropos", "trl", "openenv", "verifiers_env", "nemo_gym", "serve", "config"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0].removesuffix(".py") in entry:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            called = (
+                f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            )
+            owner = (
+                f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+            )
+            if called in ("load_settings", "RunSettings") or (
+                called == "model_validate" and owner == "RunSettings"
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} calls {called}")
+    assert not found, "\n".join(found)
+
+
 def test_every_console_is_the_sanitising_one() -> None:
     """Tables and panels reach the terminal through `tracegen.terminal`'s console, which escapes
     control and bidirectional characters: no other module makes a Rich console."""

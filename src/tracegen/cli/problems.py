@@ -27,9 +27,14 @@ def build() -> Callable[..., None]:
             bool, typer.Option("--json", help="One JSON object per problem.")
         ] = False,
     ) -> None:
+        from tracegen.config import RunSettings, load_settings
         from tracegen.views.problems import problems_command
 
-        problems_command(source=source, limit=limit, problem_ids=problem_ids, json_out=json_out)
+        given = {"limit": limit, "problem_ids": problem_ids}
+        settings = load_settings(RunSettings, given, env={})
+        problems_command(
+            source=source, limit=settings.limit, problem_ids=settings.problem_ids, json_out=json_out
+        )
 
     with_run_options(problems, SUMMARY, ("limit", "problem_ids"))
     return problems
