@@ -74,14 +74,6 @@ def test_convert_offers_each_format_of_the_registry_under_its_panel():
             assert help_text.index(f"{fmt.panel}:") < help_text.index(f"  {flag} ")
 
 
-def test_convert_refuses_a_value_no_format_has(tmp_path):
-    traces = tmp_path / "t.jsonl"
-    traces.write_text("")
-    result = runner.invoke(app, ["convert", str(traces), "--rl", "grpo"])
-    assert result.exit_code == 2
-    assert result.stderr.strip() == "tracegen: error: --rl grpo: expected one of trl, atropos"
-
-
 def test_bad_setting_is_one_line_with_exit_status_2():
     result = runner.invoke(app, ["run", "--concurrency", "-1"])
     assert result.exit_code == 2
