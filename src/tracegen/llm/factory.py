@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tracegen.config import DEFAULT_HOST, RunSettings, redact_url
-from tracegen.errors import BackendError, BackendTimeout, BackendUnavailable, ConfigError
+from tracegen.errors import BackendError, BackendUnavailable, ConfigError
 from tracegen.llm.base import (
     Capabilities,
     HostBackend,
@@ -157,9 +157,9 @@ async def identify(
             continue
         try:
             return Found(kind, await probe.server_info())
-        except (BackendUnavailable, BackendTimeout) as e:
-            return str(e)
         except BackendError as e:
+            if not e.answered:
+                return str(e)
             problem = str(e)
         finally:
             await probe.aclose()
