@@ -187,9 +187,9 @@ class GenerationSettings(BaseModel):
         description="inline-tools: auto (the server's best), prefill, raw or continue.",
     )
     tool_parser: str | None = Field(
-        default=None,
-        description="native-tools: format of tool calls written as text: auto (the default: "
-        "from the chat template or the model's name) or a family (docs: Modes, Tool calls).",
+        default="auto",
+        description="native-tools: format of tool calls written as text: auto (from the chat "
+        "template or the model's name) or a family (docs: Modes, Tool calls).",
     )
     exec_timeout: float = Field(
         default=10.0,
