@@ -42,7 +42,9 @@ class RunSetup:
     """One run, decided (see the module docstring)."""
 
     settings: RunSettings
-    """The settings the run uses: as given, with a first run's problems and preset."""
+    """The settings the run uses: as given, with the embedded model when ``--backend auto``
+    settled on it (its kind and default model) and a first run's problems and preset; the
+    user's own settings object is never changed."""
     mode: Mode
     prompt: str
     """The mode's system prompt, as sent."""
