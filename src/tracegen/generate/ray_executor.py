@@ -21,7 +21,8 @@ process (the driver) stays the only writer of the run files.
   flight, and the episode goes to the actor least loaded for its share (`Slots`: O(log n)
   per episode, whatever the number of actors).
 - **Batches.** Episodes travel in batches, both ways: an episode given to an actor waits
-  up to `BATCH_S` for others to go in the same call, and the call's answer brings back the
+  for others to go in the same call until the actor's share is full, or `BATCH_S` at most
+  (episodes that come back together leave together), and the call's answer brings back the
   actor's episodes finished by then (it waits for the first, then up to `LINGER_S` for more
   while others are in flight). One call is kept under way per actor while any of its
   episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray call costs the
@@ -89,8 +90,9 @@ MAX_LOSSES = 5
 """How often an episode may be lost with its actor before it is recorded as failed."""
 NO_ACTOR_S = 600.0
 """How long episodes wait for a live actor before the run stops."""
-BATCH_S = 0.002
-"""How long an episode given to an actor waits for others to go with it in one call."""
+BATCH_S = 0.01
+"""How long an episode given to an actor waits for others to go with it in one call (at
+most: the call leaves as soon as the actor's share is full)."""
 LINGER_S = 0.02
 """How long an actor holds a finished episode back for others to go with it (at most; not
 when none is left in flight)."""
@@ -412,7 +414,11 @@ class Actors:
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         actor.waiting[item[2]] = future
         actor.outbox.append(item)
-        self._schedule(actor)
+        if actor.alive and self.slots.in_flight(actor) >= self.slots.share(actor):
+            # no more can come: it leaves now
+            self._call(actor)
+        else:
+            self._schedule(actor)
         return future
 
     def forget(self, actor: _Actor, trace_id: str) -> None:
@@ -442,14 +448,15 @@ class Actors:
         for actor in due:
             if not actor.alive:
                 continue
-            if (actor.outbox and len(actor.calls) < MAX_CALLS) or (
-                actor.waiting and not actor.calls
-            ):
-                batch, actor.outbox = actor.outbox, []
-                self.calls += 1
-                call = asyncio.create_task(self._exchange(actor, batch))
-                actor.calls.add(call)
-                call.add_done_callback(actor.calls.discard)
+            self._call(actor)
+
+    def _call(self, actor: _Actor) -> None:
+        if (actor.outbox and len(actor.calls) < MAX_CALLS) or (actor.waiting and not actor.calls):
+            batch, actor.outbox = actor.outbox, []
+            self.calls += 1
+            call = asyncio.create_task(self._exchange(actor, batch))
+            actor.calls.add(call)
+            call.add_done_callback(actor.calls.discard)
 
     async def _exchange(self, actor: _Actor, batch: list[Item]) -> None:
         try:
