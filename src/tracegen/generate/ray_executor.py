@@ -145,6 +145,8 @@ class EpisodeActor:
         self.finished: list[tuple[str, Result]] = []
         """The episodes finished since the last answer, with their results."""
         self.ready = asyncio.Event()
+        self.collecting = False
+        """Whether a call is waiting for finished episodes (one at a time)."""
 
     async def start(self) -> tuple[str, str | None] | TracegenError:
         """Warm the sandbox: its isolation and warning, or the error that prevents it."""
@@ -160,19 +162,28 @@ class EpisodeActor:
     async def exchange(self, batch: list[Item], linger: float) -> list[tuple[str, Result]]:
         """Start ``batch``; then the episodes finished since the last answer (none when
         none is in flight), once there is one and either ``linger`` seconds have passed
-        since or nothing else is in flight: one call carries many episodes each way."""
+        since or nothing else is in flight: one call carries many episodes each way. One
+        call at a time waits for them: another one only brings new episodes."""
         for item in batch:
             task = asyncio.create_task(self._run(*item))
             self.tasks[item[2]] = task
-        while not self.finished:
-            if not self.tasks:
-                return []
-            self.ready.clear()
-            await self.ready.wait()
-        if linger > 0 and self.tasks:
-            await asyncio.wait(list(self.tasks.values()), timeout=linger)
-        finished, self.finished = self.finished, []
-        return finished
+        if self.collecting:  # the call under way brings them back
+            return []
+        self.collecting = True
+        try:
+            while True:
+                while not self.finished:
+                    if not self.tasks:
+                        return []
+                    self.ready.clear()
+                    await self.ready.wait()
+                if linger > 0 and self.tasks:
+                    await asyncio.wait(list(self.tasks.values()), timeout=linger)
+                if self.finished:
+                    finished, self.finished = self.finished, []
+                    return finished
+        finally:
+            self.collecting = False
 
     async def cancel(self, trace_ids: list[str]) -> None:
         """Cancel these episodes: nothing is sent back for them."""
