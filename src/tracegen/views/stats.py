@@ -175,6 +175,8 @@ _METRIC_COLUMNS_OF = attrgetter(*METRICS, *COUNTED, "parse_strategies")
 _BY_OF = {key: attrgetter(name) for key, name in BY_KEYS.items()}
 _ROLE_OF = attrgetter("role")
 _REQUESTS_OF = attrgetter("requests")
+_OUTCOME_OF = attrgetter("outcome")
+_TESTS_OF = attrgetter("tests")
 
 
 def _whole(column: Sequence[Any]) -> Sequence[Any]:
@@ -366,9 +368,11 @@ class Stats:
         for strategy, n in chain.from_iterable(map(dict.items, filter(None, strategies))):
             tallied[strategy] += n
         self.logprobs.update(statuses)
-        for verdict in verdicts:
-            if verdict is not None:
-                self._count_outcomes(verdict)
+        programs = [v for v in filter(None, verdicts) if v.outcome is not None]
+        if programs:
+            self.outcomes.update(map(_OUTCOME_OF, programs))
+            tests = chain.from_iterable(filter(None, map(_TESTS_OF, programs)))
+            self.test_outcomes.update(o for o in map(_OUTCOME_OF, tests) if o is not None)
         roles = Counter(map(_ROLE_OF, chain.from_iterable(filter(None, messages))))
         self.assistant_turns += roles["assistant"]
         self.turns_with_logprobs += sum(map(len, filter(None, logprobs)))
