@@ -172,8 +172,11 @@ def main() -> None:
                     flush=True,
                 )
     print()
-    print("| path | threads | tok/s best | tok/s median | traces/s best | traces/s median | load |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| path | threads | tok/s best | tok/s median | traces/s best | traces/s median | runs "
+        "| load (1 min) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     best: dict[str, tuple[float, int]] = {}
     for path in dict.fromkeys(r.path for r in rows):
         for n in counts:
@@ -183,7 +186,7 @@ def main() -> None:
             loads = [x for r in mine for x in r.load]
             print(
                 f"| {path} | {n} | {max(tok):.1f} | {statistics.median(tok):.1f} | "
-                f"{max(per):.3f} | {statistics.median(per):.3f} | "
+                f"{max(per):.3f} | {statistics.median(per):.3f} | {len(mine)} | "
                 f"{min(loads):.1f}–{max(loads):.1f} |"
             )
             if statistics.median(per) > best.get(path, (0.0, 0))[0]:
