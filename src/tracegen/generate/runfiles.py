@@ -21,11 +21,11 @@ duplicates nor skips a sample.
 
 An episode the server, the sandbox or tracegen failed (``failed``: its trace in the
 rejects file, its state line) is not attempted in that sense: a resumed run runs it again.
-Before it does, `RunFiles.supersede` takes the failed attempt's records out of the rejects
-file and the state (each rewritten whole to a temporary file, then renamed over the old
-one), so the new attempt's record is the episode's only one in every file `stats`,
-`convert` and `merge` read. A crash at any point leaves the episode to run again: its old
-records, where they remain, only say it failed.
+When the run starts writing, `RunFiles.supersede`'s episodes have their failed attempt's
+records taken out of the rejects file and the state (each rewritten whole to a temporary
+file, then renamed over the old one), so the new attempt's record is the episode's only one
+in every file `stats`, `convert` and `merge` read. A crash at any point leaves the episode
+to run again: its old records, where they remain, only say it failed.
 
 Every record carries the settings hash; files holding records made with other settings are
 refused unless ``--overwrite`` starts all three afresh.
@@ -173,23 +173,14 @@ class RunFiles:
         try:
             _check(kinds, overwrite=overwrite)
             self.done: set[Key] = set()
-<<<<<<< HEAD
             self.failed: set[Key] = set()
             """Episodes whose last attempt the server, the sandbox or tracegen failed: not
             done, so run again (`supersede`)."""
-            current = self._scan(settings)
-            self.failed -= self.done
-            self._out = JsonlWriter(output)
-            self._rej = JsonlWriter(rejects) if rejects is not None else None
-            self._state = JsonlWriter(self.state)
-            if not current:
-                header = StateHeader(settings_hash=settings_hash, settings=settings, plan=plan)
-                self._state.write(header.row())
-=======
+            self._superseded: set[Key] = set()
             self._current = False if overwrite else self._scan(settings)
+            self.failed -= self.done
             if start:
                 self.start()
->>>>>>> main
         except BaseException:
             self._lock.release(refused=True)
             raise
@@ -201,6 +192,8 @@ class RunFiles:
         if self._state is not None:
             return
         _prepare(self._kinds, overwrite=self._overwrite, warn=self._warn)
+        if self._superseded:
+            self._drop(self._superseded)
         self._out = JsonlWriter(self.output)
         self._rej = JsonlWriter(self.rejects) if self.rejects is not None else None
         self._state = JsonlWriter(self.state)
@@ -257,12 +250,15 @@ class RunFiles:
             raise _Mismatch(found)
 
     def supersede(self, keys: Collection[Key]) -> int:
-        """Take the records of these failed episodes out of the rejects file and the state,
-        before they run again (see the module docstring); how many episodes that is."""
-        keys = set(keys) & self.failed
-        if not keys or self.recorded:
-            return 0
+        """Run these failed episodes again: their records are taken out of the rejects file
+        and the state when the run starts writing (`start`; see the module docstring). How
+        many episodes that is."""
+        if self._state is not None:
+            raise RuntimeError("supersede before the files are started")
+        self._superseded = set(keys) & self.failed
+        return len(self._superseded)
 
+    def _drop(self, keys: set[Key]) -> None:
         def kept(row: dict[str, Any]) -> bool:
             return (
                 "settings" in row
@@ -275,15 +271,10 @@ class RunFiles:
                 not in keys
             )
 
-        if self._rej is not None and self.rejects is not None and not special_file(self.rejects):
-            self._rej.close()
+        if self.rejects is not None and not special_file(self.rejects) and self.rejects.exists():
             _rewrite(self.rejects, kept).replace(self.rejects)
-            self._rej = JsonlWriter(self.rejects)
-        if not special_file(self.state):
-            self._state.close()
+        if not special_file(self.state) and self.state.exists():
             self._lock.adopt(_rewrite(self.state, kept))
-            self._state = JsonlWriter(self.state)
-        return len(keys)
 
     def record(self, trace: Trace, outcome: Outcome) -> None:
         """Write the trace where it belongs, then its state line (see the module docstring)."""
