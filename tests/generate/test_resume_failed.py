@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.fake_ollama import FakeOllama, Reply
 from tests.support.runs import Workspace, problem_number, solver, tracegen
-from tests.support.scenarios import read_jsonl
+from tests.support.scenarios import read_jsonl, unused_port
 
 pytestmark = pytest.mark.slow  # whole runs in a child process
 
@@ -108,3 +108,16 @@ def test_an_episode_that_fails_again_keeps_one_record_and_others_are_left_alone(
     assert set(asked(fake_ollama)) == {9}
     assert read_jsonl(workspace.rejects) == []
     assert sorted(key_counts(read_jsonl(workspace.out))) == ALL
+
+
+def test_a_resume_that_reaches_no_server_leaves_the_failed_records_as_they_were(
+    workspace: Workspace, fake_ollama: FakeOllama
+) -> None:
+    state = workspace.out.with_name(workspace.out.name + ".state")
+    fake_ollama.set_responder(failing({4}))
+    assert run(workspace, fake_ollama).returncode == 0
+    before = [p.read_bytes() for p in (workspace.out, workspace.rejects, state)]
+    dead = workspace.args(f"http://127.0.0.1:{unused_port()}", "--rejects", str(workspace.rejects))
+    gone = tracegen(dead)
+    assert gone.returncode == 1, gone.stderr
+    assert [p.read_bytes() for p in (workspace.out, workspace.rejects, state)] == before
