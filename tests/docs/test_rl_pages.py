@@ -75,7 +75,9 @@ RUN_ELSEWHERE = {
 """Blocks another test runs as written, by what they hold."""
 NOT_RUN = {
     "POLICY_KEY=x vf-eval tracegen-verifiers": (
-        "tests/rl/test_verifiers_env.py runs verifiers' eval with these flags and a budget"
+        "the block is verifiers 0.4's `vf-eval`; beside openenv pip installs 0.3.1, whose "
+        "`vf-eval` is its legacy command: tests/rl/test_verifiers_env.py runs 0.3's `eval` "
+        "with these flags and a token budget"
     ),
     "pip install 'tracegen[nemo-gym]'": "no nemo-gym release installs on Python 3.11",
     "curl -s localhost:PORT/verify": (
