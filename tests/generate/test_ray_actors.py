@@ -258,3 +258,11 @@ def test_a_call_failing_with_another_ray_error_is_told_as_it_was_and_its_batch_r
     assert said == [
         "10.0.0.1: RaySystemError: System error: the object's owner is gone; its episodes run again"
     ]
+
+
+def test_every_episode_comes_back_when_actors_answer_at_once(tmp_path):
+    """A call that is over may still count as under way for a moment: an episode given to
+    its actor then must still be sent (it was left waiting for ever)."""
+    actors = [StandInEpisodes() for _ in range(4)]
+    run_on_stand_ins(tmp_path, actors, episodes=600)
+    assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(600))

@@ -468,6 +468,8 @@ class Actors:
             call = asyncio.create_task(self._exchange(actor, batch))
             actor.calls.add(call)
             call.add_done_callback(actor.calls.discard)
+        elif actor.outbox:  # both calls under way: again once one is back
+            self._schedule(actor)
 
     async def _exchange(self, actor: _Actor, batch: list[Item]) -> None:
         try:
@@ -484,6 +486,10 @@ class Actors:
                 self.warn(f"{actor.address}: {ray_error(e)}; its episodes run again")
             self.died(actor)
             return
+        finally:  # not left to the done callback: a call may be due before it runs
+            task = asyncio.current_task()
+            if task is not None:
+                actor.calls.discard(task)
         self.returned += len(finished)
         for trace_id, result in finished:
             future = actor.waiting.pop(trace_id, None)
@@ -691,6 +697,7 @@ class RayExecutor(Executor):
                     return future.result()
                 if actor.alive and not await self.actors.answers(actor):
                     self.actors.died(actor, hung=True)
+                self.actors._schedule(actor)  # alive: whatever waits to be sent goes
                 if not actor.alive:
                     if future.done():
                         return future.result()  # _Lost, or what came back just before
