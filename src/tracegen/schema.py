@@ -136,8 +136,8 @@ class TestCase(Extended):
         return self
 
 
-Language = Literal["python", "cpp"]
-LANGUAGES: Final[tuple[Language, ...]] = ("python", "cpp")
+Language = Literal["python", "cpp", "java"]
+LANGUAGES: Final[tuple[Language, ...]] = ("python", "cpp", "java")
 
 CompareRule = Literal["tokens", "lines", "exact", "checker"]
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from tests.support.programs import CPP, OUTCOMES, PYTHON, SUM
+from tests.support.programs import CPP, JAVA, OUTCOMES, PYTHON, SUM
 from tests.support.sandboxes import EACH_ISOLATION
-from tests.support.system_tools import NEEDS_GPP
+from tests.support.system_tools import NEEDS_GPP, NEEDS_JAVAC
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
 from tracegen.sandbox import Sandbox
 from tracegen.sandbox.programs import Programs
@@ -45,6 +45,52 @@ async def test_python_program_gets_its_outcome(judge: ProgramJudge, shape: str) 
 async def test_cpp_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
     result = await judge.judge(SUM, CPP[shape], "cpp")
     assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+@pytest.mark.parametrize("shape", sorted(JAVA))
+async def test_java_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
+    """Compiled once by javac, a JVM per test; its heap is the problem's memory limit (64 MB)."""
+    result = await judge.judge(SUM, JAVA[shape], "java")
+    assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
+    assert (result.status == "ok") == (OUTCOMES[shape] == "accepted")
+    if shape == "memory":
+        assert result.error == "memory limit of 64 MB exceeded"
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+async def test_java_is_compiled_once_and_named_by_its_fence(judge: ProgramJudge) -> None:
+    code = JAVA["accepted"] + "// once\n"
+    before = judge.programs.compilations
+    for _ in range(2):
+        assert (await judge.judge(SUM, code)).status == "ok"  # Java by its main(String[])
+    assert judge.programs.compilations == before + 1
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+async def test_a_jvm_that_cannot_start_is_an_error_never_the_programs_fault() -> None:
+    """An address-space limit too small for any JVM: the sandbox's fault, said so; a program
+    that prints the JVM's words itself is still judged by its own run."""
+    from tracegen.sandbox import SandboxLimits
+
+    async with Sandbox("builtin", limits=SandboxLimits(memory_mb=200)) as sandbox:
+        judge = ProgramJudge(Programs(sandbox))
+        built = await judge.programs.build(JAVA["accepted"], "java")
+        assert built.failure is not None and "javac" in built.failure  # javac is a JVM too
+    async with Sandbox("builtin") as sandbox:
+        judge = ProgramJudge(Programs(sandbox))
+        liar = _JAVA_LIAR
+        result = await judge.judge(SUM, liar, "java")
+        assert result.outcome == "runtime", result.error
+
+
+_JAVA_LIAR = (
+    "public class Main { public static void main(String[] a) { System.err.println("
+    '"Error occurred during initialization of VM"); System.exit(1); } }\n'
+)
 
 
 async def test_hard_coded_public_output_is_caught_by_the_private_test(judge: ProgramJudge) -> None:

@@ -12,6 +12,7 @@ tests passed.
 from __future__ import annotations
 
 import math
+import re
 import signal
 import weakref
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ _STATUS: Final[dict[Outcome, ExecStatus]] = {
     "skipped": "failed",
 }
 _SIGNALS: Final = {int(s): s.name for s in signal.Signals}
+_FRAME: Final = re.compile(r"\s+(?:at .*|\.\.\. \d+ more)$")
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,8 @@ def _clip(text: str) -> str:
 
 
 def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    """The last line of an error that says what happened (not a Java stack frame)."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not _FRAME.match(ln)]
     return lines[-1][:300] if lines else ""
 
 
@@ -114,7 +117,11 @@ def _failure(run: ProcessRun, limits: Limits, *, private: bool) -> tuple[Outcome
     stderr = run.stderr.decode(errors="replace")
     if run.signal is None and run.exit_code == 0:
         return None
-    if "std::bad_alloc" in stderr or _last_line(stderr).startswith("MemoryError"):
+    if (
+        "std::bad_alloc" in stderr
+        or _last_line(stderr).startswith("MemoryError")
+        or "java.lang.OutOfMemoryError: Java heap space" in stderr
+    ):
         return "memory", f"memory limit of {limits.memory_mb} MB exceeded"
     if run.signal is not None:
         return "runtime", f"killed by {_SIGNALS.get(run.signal, f'signal {run.signal}')}"
@@ -276,6 +283,14 @@ class ProgramJudge:
                 call=call,
             )
         failed = _failure(run, limits, private=test.private)
+        # Its words, or the JVM's own: a JVM that does not start here is ours to fix.
+        if (
+            failed is not None
+            and built.language == "java"
+            and _jvm_refused(run)
+            and not await self.programs.jvm_starts(limits)
+        ):
+            failed = "error", "the JVM cannot start under the sandbox's limits"
         if failed is not None:
             return _result(test, failed[0], failed[1], run), run
         stdout = run.stdout.decode(errors="replace")
@@ -334,6 +349,14 @@ def _chunks(inputs: list[bytes]) -> list[list[bytes]]:
         chunks[-1].append(data)
         size += len(data)
     return chunks
+
+
+_JVM_REFUSED: Final = ("Error occurred during initialization of VM", "Could not create the Java")
+
+
+def _jvm_refused(run: ProcessRun) -> bool:
+    """Whether a Java run's stderr says its JVM did not start."""
+    return run.exit_code == 1 and any(s.encode() in run.stderr for s in _JVM_REFUSED)
 
 
 def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestResult:

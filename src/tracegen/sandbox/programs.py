@@ -1,9 +1,10 @@
 """Whole programs in the sandbox: compiled once per source, run once per test.
 
 A program is prepared by `Programs.build` in an execution of its own — C++ compiled by
-``g++ -std=c++17 -O2`` under the same isolation as everything else, with its own wall-clock,
-CPU and memory limits; Python compiled to check its syntax — and the result is kept by the
-hash of the source (and of the compiler's command), so the same program is built once.
+``g++ -std=c++17 -O2``, Java by ``javac`` into a jar, under the same isolation as everything
+else, with its own wall-clock, CPU and memory limits; Python compiled to check its syntax —
+and the result is kept by the hash of the source (and of the compiler's command), so the
+same program is built once.
 `Programs.run` then runs it for one test: the input on stdin (or in a named file), the
 test's time and memory limits applied to the process, its output taken from stdout (or the
 named output file). What is judged — exit status, signal, CPU time, output — is what the
@@ -16,12 +17,14 @@ import asyncio
 import functools
 import hashlib
 import math
+import os
 import re
 import shutil
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from tracegen.sandbox.isolation import java_home
 from tracegen.sandbox.runner import ProcessRun
 from tracegen.schema import Language
 
@@ -36,13 +39,64 @@ CACHE_SIZE: Final = 256
 """Built programs kept in memory, by hash of source and command."""
 
 
+JAVA_FLAGS: Final = (
+    "-XX:+UseSerialGC",
+    "-XX:ReservedCodeCacheSize=64m",
+    "-XX:CompressedClassSpaceSize=64m",
+    "-XX:-UsePerfData",
+    "-XX:-UseContainerSupport",
+    "-XX:+DisableAttachMechanism",
+    "-Xss16m",
+    "-Xms8m",
+)
+"""The JVM's options (``javac``'s too, with ``-J``): what it reserves kept small, so it starts
+under an address-space limit; no files in /tmp, no attaching to it."""
+JVM_OVERHEAD_MB: Final = 576
+"""Address space the JVM reserves besides its heap with `JAVA_FLAGS` (measured: under 1 GB of
+address space a 448 MB heap starts, 512 MB does not). A Java program's heap is the test's
+memory limit, or what the sandbox's address-space limit leaves, if less."""
+JAVAC_HEAP_MB: Final = 384
+
 _CPP_HINT = re.compile(r"^\s*#\s*include\s*[<\"]|\bint\s+main\s*\(", re.MULTILINE)
+_JAVA_HINT = re.compile(
+    r"\bpublic\s+static\s+void\s+main\s*\(\s*(?:final\s+)?String|^\s*import\s+java\.", re.M
+)
+_JAVA_PUBLIC = re.compile(
+    r"^\s*public\s+(?:(?:final|abstract|strictfp|sealed)\s+)*(?:class|interface|enum|record)"
+    r"\s+([A-Za-z_$][\w$]*)",
+    re.MULTILINE,
+)
+_JAVAC_SAID = re.compile(r"^\S+\.java:\d+: error: |^error: no class declares", re.M)
+_JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 
 
 def guess_language(code: str) -> Language:
-    """A program's language when nothing says: C++ if it includes a header or defines
-    ``int main(``, else Python."""
+    """A program's language when nothing says: Java if it declares ``public static void
+    main(String`` or imports ``java.``, C++ if it includes a header or defines ``int main(``,
+    else Python."""
+    if _JAVA_HINT.search(code):
+        return "java"
     return "cpp" if _CPP_HINT.search(code) else "python"
+
+
+def java_source_name(source: str) -> str:
+    """The file a Java source is compiled as: its public class's name (javac insists)."""
+    found = _JAVA_PUBLIC.search(source)
+    return f"{found.group(1) if found else 'Main'}.java"
+
+
+def javac_command(home: str, file: str) -> list[str]:
+    return [
+        os.path.join(home, "bin", "javac"),
+        *(f"-J{flag}" for flag in JAVA_FLAGS),
+        f"-J-Xmx{JAVAC_HEAP_MB}m",
+        "-J-XX:TieredStopAtLevel=1",  # javac runs once: its start-up is what costs
+        "-encoding",
+        "UTF-8",
+        "-d",
+        "classes",
+        file,
+    ]
 
 
 class ProcessRunner(Protocol):
@@ -57,16 +111,21 @@ def compiler_missing(language: Language) -> str | None:
     """Why programs in ``language`` cannot be built here (None: they can)."""
     if language == "cpp" and shutil.which("g++") is None:
         return "g++ is not installed"
+    if language == "java" and java_home() is None:
+        return "javac is not installed"
     return None
 
 
 @dataclass(frozen=True, eq=False)
 class Built:
-    """A program ready to run: a binary (C++) or checked source (Python); or why not."""
+    """A program ready to run: a binary (C++), a jar and its main class (Java) or checked
+    source (Python); or why not."""
 
     language: Language
     source: str
     binary: bytes | None = None
+    main: str | None = None
+    """The class a Java program starts at."""
     error: str | None = None
     """The compiler's complaint: the program does not compile."""
     failure: str | None = None
@@ -114,7 +173,18 @@ def _limit(which, value, grace=0):
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard - grace)
     resource.setrlimit(which, (value, value + grace))
-"""
+
+def _heap(mb):  # what the address-space limit leaves a JVM's heap
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY:
+        mb = min(mb, (hard >> 20) - {overhead})
+    return max(mb, 16)
+
+def _out(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+""".replace("{overhead}", str(JVM_OVERHEAD_MB))
 
 _COMPILE_CPP = (
     _PRELUDE
@@ -136,6 +206,49 @@ while chunk := os.read(fd, 1 << 16):
     view = memoryview(chunk)
     while view:
         view = view[os.write(1, view):]
+os._exit(0)
+"""
+)
+
+_COMPILE_JAVA = (
+    _PRELUDE
+    + """
+import zipfile, io
+os.mkdir("classes")
+_put({file}, {source})
+_command = {command}
+_command.insert(1, "-J-Xmx%dm" % _heap({heap}))
+pid = os.fork()
+if pid == 0:
+    try:
+        os.dup2(2, 1)
+        os.execve(_command[0], _command, dict(os.environ, MALLOC_ARENA_MAX="2"))
+    finally:
+        os._exit(127)
+_, status = os.waitpid(pid, 0)
+if os.waitstatus_to_exitcode(status) != 0:
+    os._exit(1)
+mains = []
+jar = io.BytesIO()
+with zipfile.ZipFile(jar, "w", zipfile.ZIP_STORED) as archive:
+    for top, dirs, names in os.walk("classes"):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(top, name)
+            member = os.path.relpath(path, "classes")
+            with open(path, "rb") as f:
+                data = f.read()
+            archive.writestr(zipfile.ZipInfo(member, (1980, 1, 1, 0, 0, 0)), data)
+            # A top-level class with a method main(String[]) in its constant pool.
+            if (name.endswith(".class") and "$" not in name and b"\\x01\\x00\\x04main" in data
+                    and b"([Ljava/lang/String;)V" in data):
+                mains.append(member[:-6].replace("/", "."))
+named = [m for m in mains if m.rsplit(".", 1)[-1] == {public!r}]
+main = (named or [m for m in mains if m == "Main"] or mains or [""])[0]
+if not main:
+    sys.stderr.write("error: no class declares public static void main(String[])\\n")
+    os._exit(1)
+_out(main.encode() + b"\\n" + jar.getvalue())
 os._exit(0)
 """
 )
@@ -165,7 +278,8 @@ os.close(_stdin)
 _output = {output_file}
 _limit(resource.RLIMIT_CPU, {cpu}, 1)
 _memory = {memory}
-if not {binary}:  # read here: a forked child may not read /proc/self
+_java = {java}
+if not {binary} and _java is None:  # read here: a forked child may not read /proc/self
     with open("/proc/self/statm", "rb") as _f:
         _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -174,6 +288,9 @@ def _program():
         _limit(resource.RLIMIT_AS, _memory)
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog", *{argv}])
+    if _java is not None:  # the heap is its memory limit: the JVM reserves more than it uses
+        _java.insert(1, "-Xmx%dm" % _heap(_memory >> 20))
+        os.execve(_java[0], [*_java, *{argv}], dict(os.environ, MALLOC_ARENA_MAX="2"))
     import builtins, io, traceback
     _limit(resource.RLIMIT_AS, _memory + _held)
     builtins.exit = builtins.quit = sys.exit  # what `site` gives `python main.py`
@@ -399,6 +516,7 @@ class Programs:
         self._built: OrderedDict[str, Built] = OrderedDict()
         self._building: dict[str, asyncio.Future[Built]] = {}
         self.compilations = 0
+        self._jvm: dict[int, bool] = {}
         owner: object = sandbox
         while not hasattr(owner, "limits") and hasattr(owner, "runner"):
             owner = owner.runner  # a wrapper (counting executions) around the sandbox
@@ -408,7 +526,11 @@ class Programs:
 
     @staticmethod
     def key(source: str, language: Language) -> str:
-        command = " ".join(CPP_COMMAND) if language == "cpp" else "python"
+        command: str = language
+        if language == "cpp":
+            command = " ".join(CPP_COMMAND)
+        elif language == "java":
+            command = " ".join((java_home() or "", *JAVA_FLAGS))
         return hashlib.sha256(f"{language}\0{command}\0{source}".encode()).hexdigest()
 
     async def build(self, source: str, language: Language) -> Built:
@@ -439,7 +561,19 @@ class Programs:
     async def _compile(self, source: str, language: Language) -> Built:
         self.compilations += 1
         encoded = _literal(source.encode("utf-8", "surrogatepass"))
-        if language == "cpp":
+        if language == "java":
+            if (home := java_home()) is None:
+                return Built(language, source, failure="cannot compile Java: no javac")
+            file = java_source_name(source)
+            driver = _COMPILE_JAVA.format(
+                source=encoded,
+                file=repr(file),
+                public=file[:-5],
+                heap=JAVAC_HEAP_MB,
+                command=javac_command(home, file),
+            )
+            output = BINARY_LIMIT
+        elif language == "cpp":
             if (missing := compiler_missing("cpp")) is not None:
                 return Built(language, source, failure=f"cannot compile C++: {missing}")
             driver = _COMPILE_CPP.format(
@@ -460,13 +594,31 @@ class Programs:
             return Built(language, source, error=f"compilation stopped: {why}")
         if run.killed_for == "output-limit":
             return Built(language, source, error="compilation made too large a binary")
+        if language == "java" and run.exit_code != 0 and not _JAVAC_SAID.search(stderr):
+            # javac names the source file and line of every error of the program's own.
+            return Built(language, source, failure=f"javac failed: {stderr[-300:]}")
         if run.exit_code != 0:
             return Built(language, source, error=stderr or f"exit status {run.exit_code}")
         if language == "cpp":
             if not run.stdout:
                 return Built(language, source, failure="the compiler produced no binary")
             return Built(language, source, binary=run.stdout)
+        if language == "java":
+            main, _, jar = run.stdout.partition(b"\n")
+            name = main.decode(errors="replace")
+            if not jar or not _JAVA_CLASS.fullmatch(name):
+                return Built(language, source, failure="the compiler produced no jar")
+            return Built(language, source, binary=jar, main=name)
         return Built(language, source)
+
+    async def jvm_starts(self, limits: Limits) -> bool:
+        """Whether a JVM starts here under ``limits`` (``java -version``: no program of
+        anyone's; asked once per memory limit)."""
+        if (known := self._jvm.get(limits.memory_mb)) is None:
+            probe = Built("java", "", binary=b"", main="-version")
+            run = await self.run(probe, stdin=b"", limits=limits)
+            known = self._jvm[limits.memory_mb] = run.exit_code == 0 and run.killed_for is None
+        return known
 
     async def run_batch(
         self, built: Built, inputs: list[bytes], limits: Limits, cap: int
@@ -476,6 +628,8 @@ class Programs:
         each and ``cap`` bytes of output. Ends at the first input whose run does not exit 0
         in time; the runs reported, in order (fewer than ``inputs`` if it ended early or the
         execution failed: the caller runs the rest alone with `run`)."""
+        if built.language == "java":
+            return []  # a JVM per test as `run` starts it
         files = [("prog", built.hex, 0o700)] if built.binary is not None else []
         if built.binary is None:
             files.append(("main.py", built.source.encode().hex(), 0o600))
@@ -513,7 +667,13 @@ class Programs:
         ``call`` (entry point, arguments) calls a Python program's function and prints its
         value after `RESULT_MARKER`."""
         files: list[tuple[str, str, int]] = []
-        if built.binary is not None:
+        java = None
+        if built.language == "java":
+            home = java_home()
+            files.append(("prog.jar", built.hex, 0o600))
+            java = [os.path.join(home or "", "bin", "java"), *JAVA_FLAGS, "-cp", "prog.jar"]
+            java.append(built.main or "Main")
+        elif built.binary is not None:
             files.append(("prog", built.hex, 0o700))
         else:
             files.append(("main.py", built.source.encode().hex(), 0o600))
@@ -535,7 +695,8 @@ class Programs:
             output_file=repr(output_file),
             cpu=max(1, math.ceil(limits.cpu_s)),
             memory=limits.memory_mb << 20,
-            binary=built.binary is not None,
+            binary=built.binary is not None and java is None,
+            java=repr(java),
             argv=repr(list(argv)),
             module=repr(module),
             after=after,
