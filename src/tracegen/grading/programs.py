@@ -141,7 +141,7 @@ def judge_for(runner: object) -> ProgramJudge | None:
         return None
     judge = _JUDGES.get(runner)
     if judge is None:
-        judge = _JUDGES[runner] = ProgramJudge(Programs(runner))
+        judge = _JUDGES[runner] = ProgramJudge(Programs.cached_on_disk(runner))
     return judge
 
 

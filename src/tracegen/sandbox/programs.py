@@ -24,6 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from tracegen.sandbox.build_cache import BuildCache
 from tracegen.sandbox.isolation import java_home
 from tracegen.sandbox.runner import ProcessRun
 from tracegen.schema import Language
@@ -508,11 +509,35 @@ RESULT_MARKER: Final = b"\x00tracegen-result\x00"
 """Precedes a functional test's JSON value on stdout (what the program printed comes before)."""
 
 
-class Programs:
-    """Builds and runs programs in ``sandbox``; built programs are cached by source hash."""
+@functools.cache
+def compiler_identity(language: Language) -> str:
+    """What tells one installed compiler from another: its real path, size and time, and
+    for Java those of the JDK's class library."""
+    if language == "cpp":
+        found = shutil.which("g++")
+        paths = [os.path.realpath(found)] if found else []
+    elif language == "java":
+        home = java_home()
+        paths = [f"{home}/bin/javac", f"{home}/lib/modules"] if home else []
+    else:
+        return language
+    marks = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        marks.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
+    return " ".join(marks)
 
-    def __init__(self, sandbox: ProcessRunner) -> None:
+
+class Programs:
+    """Builds and runs programs in ``sandbox``; built programs are cached by source hash,
+    in memory and, with ``disk``, on disk for other processes (`BuildCache`)."""
+
+    def __init__(self, sandbox: ProcessRunner, disk: BuildCache | None = None) -> None:
         self.sandbox = sandbox
+        self.disk = disk
         self._built: OrderedDict[str, Built] = OrderedDict()
         self._building: dict[str, asyncio.Future[Built]] = {}
         self.compilations = 0
@@ -523,6 +548,15 @@ class Programs:
         limits = getattr(owner, "limits", None)
         self.file_bytes: int | None = limits.file_size_mb << 20 if limits is not None else None
         """The largest file an execution may write (its input, its binary)."""
+        self.isolation: str = getattr(owner, "isolation", "rlimit")
+
+    @classmethod
+    def cached_on_disk(cls, sandbox: ProcessRunner) -> Programs:
+        """Programs whose builds are also kept on disk (`BuildCache`) where the sandbox's
+        executions cannot write there."""
+        programs = cls(sandbox)
+        programs.disk = BuildCache.for_isolation(programs.isolation)
+        return programs
 
     @staticmethod
     def key(source: str, language: Language) -> str:
@@ -531,7 +565,9 @@ class Programs:
             command = " ".join(CPP_COMMAND)
         elif language == "java":
             command = " ".join((java_home() or "", *JAVA_FLAGS))
-        return hashlib.sha256(f"{language}\0{command}\0{source}".encode()).hexdigest()
+        identity = compiler_identity(language)
+        text = f"{language}\0{command}\0{identity}\0{source}"
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     async def build(self, source: str, language: Language) -> Built:
         """The built program (cached; concurrent builds of the same source wait for one)."""
@@ -544,7 +580,11 @@ class Programs:
         future: asyncio.Future[Built] = asyncio.get_running_loop().create_future()
         self._building[key] = future
         try:
-            built = await self._compile(source, language)
+            built = self._from_disk(key, source, language)
+            if built is None:
+                built = await self._compile(source, language)
+                if self.disk is not None and built.binary is not None and built.failure is None:
+                    self.disk.put(key, built.binary, built.main)
         except BaseException as e:
             future.set_exception(e)
             future.exception()  # retrieved: waiters see it, nobody is warned
@@ -557,6 +597,16 @@ class Programs:
             if len(self._built) > CACHE_SIZE:
                 self._built.popitem(last=False)
         return built
+
+    def _from_disk(self, key: str, source: str, language: Language) -> Built | None:
+        if self.disk is None or language == "python":
+            return None
+        if (found := self.disk.get(key)) is None:
+            return None
+        binary, main = found
+        if language == "java" and (main is None or not _JAVA_CLASS.fullmatch(main)):
+            return None
+        return Built(language, source, binary=binary, main=main)
 
     async def _compile(self, source: str, language: Language) -> Built:
         self.compilations += 1
