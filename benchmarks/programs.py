@@ -33,6 +33,7 @@ from rich.table import Table
 
 TESTS = 20
 TARGET_MS = 5.0
+BATCH = False
 CPP = (
     '#include <cstdio>\nint main(){int n;long long s=0,x;if(scanf("%d",&n)!=1)return 1;'
     'for(int i=0;i<n;i++){scanf("%lld",&x);s+=x;}printf("%lld\\n",s);}\n'
@@ -101,7 +102,7 @@ async def judged(
     from tracegen.sandbox.programs import Programs
 
     async with Sandbox(isolation, concurrency=1) as sandbox:
-        judge = ProgramJudge(Programs(sandbox), JudgeOptions(all_tests=True, batch=True))
+        judge = ProgramJudge(Programs(sandbox), JudgeOptions(all_tests=True, batch=BATCH))
         warm = await judge.judge(problem, code, language)  # the zygote and the build warmed
         assert warm.status == "ok", warm
         cpu, started = _cpu(), time.perf_counter()

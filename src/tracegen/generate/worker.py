@@ -12,6 +12,8 @@ and TRL environments and a library user have one. Built from the settings of a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tracegen.config import RunSettings
 from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
@@ -40,12 +42,17 @@ class CountingRunner:
         return await self.runner.run_code(code)
 
     async def run_process(
-        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+        self,
+        code: str,
+        *,
+        timeout_s: float | None = None,
+        output_bytes: int | None = None,
+        files: Sequence[tuple[str, bytes, int]] = (),
     ) -> ProcessRun:
         """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
         self.executions += 1
         return await self.runner.run_process(  # type: ignore[attr-defined]
-            code, timeout_s=timeout_s, output_bytes=output_bytes
+            code, timeout_s=timeout_s, output_bytes=output_bytes, files=files
         )
 
 

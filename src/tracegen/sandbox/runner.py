@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, NamedTuple, cast
 
@@ -501,13 +501,23 @@ class Sandbox:
         return result
 
     async def run_process(
-        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+        self,
+        code: str,
+        *,
+        timeout_s: float | None = None,
+        output_bytes: int | None = None,
+        files: Sequence[tuple[str, bytes, int]] = (),
     ) -> ProcessRun:
         """Run a script whose verdict is its exit and its output alone (it may replace itself
         with another program): ``timeout_s`` wall clock and ``output_bytes`` of stdout (and
-        of stderr) instead of the sandbox's limits; it must not report (close fd 3)."""
+        of stderr) instead of the sandbox's limits; it must not report (close fd 3).
+        ``files`` (name, content, mode) are written in its directory before it runs: data
+        kept out of the script's source, which the execution would otherwise parse."""
+        signed: dict[str, Any] = {"code": code}
+        if files:
+            signed["files"] = [[name, data.hex(), mode] for name, data, mode in files]
         raw = await self._execute(
-            "code", None, {"code": code}, timeout_s=timeout_s, output_bytes=output_bytes
+            "code", None, signed, timeout_s=timeout_s, output_bytes=output_bytes
         )
         killed_for: Literal["timeout", "output-limit", "error"] | None = raw.killed_for
         if raw.worker_died:
