@@ -444,6 +444,8 @@ class Step(Record):
     message_index: int | None = None
     parse_strategy: str | None = None
     exec_index: int | None = None
+    language: Language | None = None
+    """A code step's language when its fence names C++ or Java (```` ```java ````)."""
 
 
 class Metrics(Record):

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from tests.support.episodes import Episodes, native_call
+from tests.support.system_tools import NEEDS_GPP, NEEDS_JAVAC
 from tracegen.schema import Problem, ProgramLimits, TestCase
 
 SECRET_INPUT, SECRET_OUTPUT = "73190 52811\n", "126001\n"
@@ -78,3 +79,33 @@ async def test_tool_modes_never_send_private_tests(episodes: Episodes, mode: str
     trace = await episodes.run(mode, *replies, problem=PROGRAM)
     assert trace.verdict is not None and trace.verdict.outcome == "accepted", trace.verdict
     assert secrets_sent(episodes) == []
+
+
+JAVA_RIGHT = (
+    "import java.util.*;\n\npublic class Main {\n"
+    "    static public void main(String[] args) {\n"
+    "        Scanner in = new Scanner(System.in);\n"
+    "        System.out.println(in.nextLong() + in.nextLong());\n    }\n}"
+)
+CPP_RIGHT = "#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b; }"
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+@NEEDS_GPP
+@pytest.mark.parametrize(
+    ("fence", "code", "language"),
+    [("java", JAVA_RIGHT, "java"), ("cpp", CPP_RIGHT, "cpp"), ("c++", CPP_RIGHT, "cpp")],
+)
+async def test_a_fence_names_the_programs_language(
+    episodes: Episodes, fence: str, code: str, language: str
+) -> None:
+    """A program in a fence of its language is judged in it (here the Java program declares
+    ``static public void main``, which nothing but the fence says is Java)."""
+    trace = await episodes.run(
+        "tool-feedback", f"<think>Sum.</think>\n```{fence}\n{code}\n```", problem=PROGRAM
+    )
+    assert trace.verdict is not None and trace.verdict.outcome == "accepted", trace.verdict
+    (step,) = [s for s in trace.steps if s.kind == "code"]
+    assert step.language == language
+    assert trace.final_code == code

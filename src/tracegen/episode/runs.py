@@ -4,22 +4,30 @@ distinct program's verdict is kept, so the final grading does not run it twice."
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from tracegen.episode.limits import limit_reached
 from tracegen.grading.programs import ProgramJudge, judge_for
 from tracegen.sandbox.base import CodeRunner
-from tracegen.schema import ExecResult, Metrics, Problem
+from tracegen.schema import ExecResult, Language, Metrics, Problem
 
 
 class Runs:
     """Runs code for the model (counted against the budget) and for grading (not counted)."""
 
     def __init__(
-        self, problem: Problem, sandbox: CodeRunner, metrics: Metrics, max_iterations: int
+        self,
+        problem: Problem,
+        sandbox: CodeRunner,
+        metrics: Metrics,
+        max_iterations: int,
+        language_of: Callable[[str], Language | None] = lambda code: None,
     ) -> None:
         self.problem = problem
+        self.language_of = language_of
+        """A program's language as the model's fence named it (else the problem's, or its code
+        says: `tracegen.grading.programs.ProgramJudge.judge`)."""
         self.sandbox = sandbox
         self.metrics = metrics
         self.max_iterations = max_iterations
@@ -44,7 +52,7 @@ class Runs:
             return await self.sandbox.run_code(code)
         if public_only:  # feedback shows every public test that fails
             judge = ProgramJudge(judge.programs, replace(judge.options, all_tests=True))
-        return await judge.judge(self.problem, code, tests=tests)
+        return await judge.judge(self.problem, code, self.language_of(code), tests=tests)
 
     async def execute(self, code: str, *, script: bool = False) -> ExecResult:
         """Run code whose result goes back to the model: one of ``max_iterations``.
