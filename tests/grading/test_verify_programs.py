@@ -191,3 +191,18 @@ def test_java_verdicts_as_nobody(isolation: str) -> None:
         )
         verdicts = run_script_as_nobody(NOBODY_IMPORTS, script, cwd=work, home=str(work))
     assert [v["outcome"] for v in verdicts] == [OUTCOMES[n] for n in names]
+
+
+def test_java_without_javac_is_an_error_naming_it(tmp_path: Path) -> None:
+    row, problem_id = SUM_ROWS["code_contests"]
+    rows = shapes(problem_id, {n: JAVA[n] for n in ("accepted", "compile")}, "java")
+    rows.append({"problem_id": problem_id, "code": JAVA["accepted"]})  # Java by its main
+    problems = write_jsonl(tmp_path / "problems.jsonl", [row])
+    answers = write_jsonl(tmp_path / "solutions.jsonl", rows)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    args = ["verify", str(answers), "--problems", str(problems), "--json"]
+    done = tracegen(args, env=child_env(PATH=str(empty)))
+    assert done.returncode == 0, done.stderr
+    for v in map(json.loads, done.stdout.splitlines()):
+        assert (v["outcome"], v["error"]) == ("error", "cannot run java: javac is not installed")

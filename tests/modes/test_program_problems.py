@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.support.episodes import Episodes, native_call
+from tests.support.episodes import Episodes, Reply, native_call
 from tests.support.system_tools import NEEDS_GPP, NEEDS_JAVAC
 from tracegen.schema import Problem, ProgramLimits, TestCase
 
@@ -109,3 +109,33 @@ async def test_a_fence_names_the_programs_language(
     (step,) = [s for s in trace.steps if s.kind == "code"]
     assert step.language == language
     assert trace.final_code == code
+
+
+def _call(code: str, language: str) -> Reply:
+    arguments = {"code": code, "language": language}
+    return Reply(tool_calls=[{"function": {"name": "python", "arguments": arguments}}])
+
+
+@pytest.mark.slow
+@NEEDS_GPP
+@NEEDS_JAVAC
+async def test_a_tool_calls_language_argument_runs_cpp_and_java(episodes: Episodes) -> None:
+    """A program problem's tool takes ``language``: the call's program is compiled and run
+    once, its output (or compiler error) the answer; an unknown language is refused."""
+    hello = "public class Main { public static void main(String[] a) { System.out.println(7); } }"
+    trace = await episodes.run(
+        "native-tools",
+        _call('#include <cstdio>\nint main(){ puts("from c++"); }', "c++"),
+        _call(hello, "java"),
+        _call("public class Main { int x = ; }", "java"),
+        _call("print(1)", "cobol"),
+        f"```cpp\n{CPP_RIGHT}\n```",
+        problem=PROGRAM,
+    )
+    offered = episodes.fake.requests[0][1]["tools"][0]["function"]["parameters"]["properties"]
+    assert set(offered) == {"code", "language"}
+    answers = [orjson.loads(m.content) for m in trace.messages if m.role == "tool"]
+    assert [a["status"] for a in answers] == ["ok", "ok", "compile", "not-run"], answers
+    assert answers[0]["stdout"] == "from c++\n" and answers[1]["stdout"] == "7\n"
+    assert "error" in answers[2]["error"] and "language" in answers[3]["error"]
+    assert trace.verdict is not None and trace.verdict.outcome == "accepted"

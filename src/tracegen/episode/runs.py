@@ -54,16 +54,22 @@ class Runs:
             judge = ProgramJudge(judge.programs, replace(judge.options, all_tests=True))
         return await judge.judge(self.problem, code, self.language_of(code), tests=tests)
 
-    async def execute(self, code: str, *, script: bool = False) -> ExecResult:
+    async def execute(
+        self, code: str, *, script: bool = False, language: Language | None = None
+    ) -> ExecResult:
         """Run code whose result goes back to the model: one of ``max_iterations``.
 
-        Code problems run against their tests, math problems (and ``script``) as a script.
+        Code problems run against their tests, math problems (and ``script``) as a script;
+        a script in C++ or Java (``language``) is compiled and run once with empty stdin.
         """
         if self.metrics.executions >= self.max_iterations:
             raise limit_reached(
                 "max_iterations", f"the episode used all {self.max_iterations} executions"
             )
-        if self.tested and not script and self.problem.is_program:
+        if script and language not in (None, "python"):
+            assert language is not None
+            result = await self._timed(self._compiled_script(code, language))
+        elif self.tested and not script and self.problem.is_program:
             # The model is shown the public tests only: the private ones decide the verdict.
             result = await self._timed(self._judged(code, public_only=True))
         elif self.tested and not script:
@@ -74,6 +80,12 @@ class Runs:
         self.metrics.executions += 1
         self.metrics.exec_timeouts += result.status == "timeout"
         return result
+
+    async def _compiled_script(self, code: str, language: Language) -> ExecResult:
+        judge = judge_for(self.sandbox)
+        if judge is None:
+            return ExecResult(status="error", error="this sandbox cannot run whole programs")
+        return await judge.run_script(self.problem, code, language)
 
     @property
     def last(self) -> int:

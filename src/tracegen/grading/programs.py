@@ -214,6 +214,29 @@ class ProgramJudge:
             duration_s=round(run.wall_s, 6),
         )
 
+    async def run_script(self, problem: Problem, code: str, language: Language) -> ExecResult:
+        """Run ``code`` once with nothing on stdin, under ``problem``'s limits (a tool call
+        in C++ or Java): its output, and how it ended; no test is judged."""
+        if (missing := compiler_missing(language)) is not None:
+            return ExecResult(status="error", error=f"cannot run {language}: {missing}")
+        built = await self.programs.build(code, language)
+        if built.failure is not None:
+            return ExecResult(status="error", error=built.failure)
+        if built.error is not None:
+            return ExecResult(status="compile", outcome="compile", error=_clip(built.error))
+        limits = _limits(problem, self.options)
+        run = await self.programs.run(built, stdin=b"", limits=limits)
+        failed = _failure(run, limits, private=False)
+        return ExecResult(
+            status="ok" if failed is None else _STATUS[failed[0]],
+            outcome=None if failed is None else failed[0],
+            error=None if failed is None else failed[1],
+            exit_code=run.exit_code,
+            stdout=run.stdout.decode(errors="replace"),
+            stderr=run.stderr.decode(errors="replace"),
+            duration_s=round(run.wall_s, 6),
+        )
+
     async def _batch(
         self, problem: Problem, built: Built, tests: list[TestCase], limits: Limits
     ) -> list[ProcessRun]:
