@@ -359,3 +359,36 @@ async def test_many_tests_are_run_in_executions_of_at_most_a_hundred(judge: Prog
     result = await batched.judge(problem, PYTHON["accepted"], "python")
     assert result.status == "ok" and result.passed == 202
     assert counting.executions == 3
+
+
+_JAVA_FILES = (
+    "import java.io.*;\nimport java.util.*;\npublic class Main {\n"
+    "  public static void main(String[] a) throws Exception {\n"
+    '    Scanner s = new Scanner(new File("input.txt"));\n'
+    '    PrintWriter w = new PrintWriter("output.txt");\n'
+    "    w.println(s.nextLong() + s.nextLong());\n    w.close();\n  }\n}\n"
+)
+_JAVA_CHECKER = (  # open-r1's protocol: input, expected, actual; prints 1 when right
+    "import java.nio.file.*;\npublic class Check {\n"
+    "  public static void main(String[] a) throws Exception {\n"
+    "    String want = Files.readString(Path.of(a[1])).trim();\n"
+    "    String got = Files.readString(Path.of(a[2])).trim();\n"
+    '    System.out.println(want.equals(got) ? "1" : "0");\n  }\n}\n'
+)
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+async def test_java_reads_and_writes_named_files_and_checks_as_a_checker(
+    judge: ProgramJudge,
+) -> None:
+    files = SUM.model_copy(update={"input_file": "input.txt", "output_file": "output.txt"})
+    assert (await judge.judge(files, _JAVA_FILES, "java")).outcome == "accepted"
+    assert (await judge.judge(files, JAVA["accepted"], "java")).outcome == "runtime"  # no stdin
+    checked = SUM.model_copy(
+        update={
+            "compare": Comparison(rule="checker", checker=_JAVA_CHECKER, checker_language="java")
+        }
+    )
+    assert (await judge.judge(checked, PYTHON["accepted"], "python")).outcome == "accepted"
+    assert (await judge.judge(checked, PYTHON["hard-coded"], "python")).outcome == "wrong"
