@@ -4,6 +4,7 @@ outcome under every isolation; a private test catches what the public one lets t
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -13,6 +14,7 @@ from tests.support.sandboxes import EACH_ISOLATION
 from tests.support.system_tools import NEEDS_GPP, NEEDS_JAVAC
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
 from tracegen.sandbox import Sandbox
+from tracegen.sandbox.build_cache import BuildCache
 from tracegen.sandbox.programs import Programs
 from tracegen.schema import Comparison, Problem, ProgramLimits, TestCase
 
@@ -71,20 +73,29 @@ async def test_java_is_compiled_once_and_named_by_its_fence(judge: ProgramJudge)
 
 @pytest.mark.slow
 @NEEDS_JAVAC
-async def test_a_jvm_that_cannot_start_is_an_error_never_the_programs_fault() -> None:
-    """An address-space limit too small for any JVM: the sandbox's fault, said so; a program
-    that prints the JVM's words itself is still judged by its own run."""
+async def test_a_jvm_that_cannot_start_is_an_error_never_the_programs_fault(
+    tmp_path: Path,
+) -> None:
+    """An address-space limit too small for any JVM: the sandbox's fault, said so, for javac
+    and for a program built elsewhere (the same jar, from the disk cache); a program that
+    prints the JVM's words itself is still judged by its own run."""
     from tracegen.sandbox import SandboxLimits
 
-    async with Sandbox("builtin", limits=SandboxLimits(memory_mb=200)) as sandbox:
-        judge = ProgramJudge(Programs(sandbox))
-        built = await judge.programs.build(JAVA["accepted"], "java")
-        assert built.failure is not None and "javac" in built.failure  # javac is a JVM too
     async with Sandbox("builtin") as sandbox:
-        judge = ProgramJudge(Programs(sandbox))
-        liar = _JAVA_LIAR
-        result = await judge.judge(SUM, liar, "java")
-        assert result.outcome == "runtime", result.error
+        judge = ProgramJudge(Programs(sandbox, BuildCache(tmp_path / "builds")))
+        assert (await judge.judge(SUM, JAVA["accepted"], "java")).outcome == "accepted"
+        liar = await judge.judge(SUM, _JAVA_LIAR, "java")
+        assert liar.outcome == "runtime", liar.error
+    async with Sandbox("builtin", limits=SandboxLimits(memory_mb=200)) as sandbox:
+        small = ProgramJudge(Programs(sandbox, BuildCache(tmp_path / "builds")))
+        result = await small.judge(SUM, JAVA["accepted"], "java")
+        assert small.programs.compilations == 0  # the jar built under the larger limit
+        assert (result.outcome, result.error) == (
+            "error",
+            "the JVM cannot start under the sandbox's limits",
+        )
+        built = await small.programs.build(JAVA["accepted"] + "// anew\n", "java")
+        assert built.failure is not None and "javac" in built.failure  # javac is a JVM too
 
 
 _JAVA_LIAR = (

@@ -306,11 +306,12 @@ class ProgramJudge:
                 call=call,
             )
         failed = _failure(run, limits, private=test.private)
-        # Its words, or the JVM's own: a JVM that does not start here is ours to fix.
+        # A JVM that does not start here at all (it says so, or is killed starting) is ours
+        # to fix, never the program's fault: asked once per memory limit, of `java -version`.
         if (
             failed is not None
+            and failed[0] == "runtime"
             and built.language == "java"
-            and _jvm_refused(run)
             and not await self.programs.jvm_starts(limits)
         ):
             failed = "error", "the JVM cannot start under the sandbox's limits"
@@ -372,14 +373,6 @@ def _chunks(inputs: list[bytes]) -> list[list[bytes]]:
         chunks[-1].append(data)
         size += len(data)
     return chunks
-
-
-_JVM_REFUSED: Final = ("Error occurred during initialization of VM", "Could not create the Java")
-
-
-def _jvm_refused(run: ProcessRun) -> bool:
-    """Whether a Java run's stderr says its JVM did not start."""
-    return run.exit_code == 1 and any(s.encode() in run.stderr for s in _JVM_REFUSED)
 
 
 def _functional(test: TestCase, run: ProcessRun, compare: Comparison) -> TestResult:

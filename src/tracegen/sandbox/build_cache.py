@@ -103,7 +103,7 @@ class BuildCache:
 
     def put(self, key: str, binary: bytes, main: str | None) -> None:
         """Keep ``binary`` for ``key`` (atomically: a reader sees the whole entry or none)."""
-        if len(binary) > ENTRY_LIMIT:
+        if len(binary) > ENTRY_LIMIT or not self._usable():
             return
         header = {"key": key, "main": main, "sha256": hashlib.sha256(binary).hexdigest()}
         with contextlib.suppress(OSError):
