@@ -179,7 +179,7 @@ def test_verdicts_as_nobody(isolation: str) -> None:
 @pytest.mark.parametrize("isolation", ["builtin", pytest.param("bwrap", marks=NEEDS_BWRAP)])
 def test_java_verdicts_as_nobody(isolation: str) -> None:
     row, problem_id = SUM_ROWS["code_contests"]
-    names = ["accepted", "threads", "wrong", "memory", "stack", "outside", "compile"]
+    names = ["accepted", "threads", "wrong", "memory", "crash", "outside", "compile"]
     rows = shapes(problem_id, {n: JAVA[n] for n in names}, "java")
     with nobody_dir() as work:
         problems = write_jsonl(work / "problems.jsonl", [row])

@@ -19,7 +19,6 @@ import hashlib
 import math
 import os
 import re
-import resource
 import shutil
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -114,6 +113,8 @@ class ProcessRunner(Protocol):
         timeout_s: float | None = None,
         output_bytes: int | None = None,
         files: Sequence[tuple[str, bytes, int]] = (),
+        cpu_s: float | None = None,
+        memory_mb: int | None = None,
     ) -> ProcessRun: ...
 
 
@@ -149,8 +150,9 @@ class Built:
 
 @dataclass(frozen=True)
 class Limits:
-    """One run's limits: CPU seconds (the process is stopped at the next whole second
-    after it), wall-clock seconds, memory in MB and output bytes."""
+    """One run's limits: CPU seconds (of all its processes together: one alone is stopped
+    at the next whole second after it), wall-clock seconds, memory in MB (all it holds
+    together) and output bytes."""
 
     cpu_s: float
     wall_s: float
@@ -322,21 +324,10 @@ os.close(_stdin)
 _output = {output_file}
 _limit(resource.RLIMIT_CPU, {cpu}, 1)
 _memory = {memory}
-_java = {java}
-if not {binary} and _java is None:  # read here: a forked child may not read /proc/self
-    with open("/proc/self/statm", "rb") as _f:
-        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+_spawn = {spawn}
 
 def _program():
-    if {binary}:
-        _limit(resource.RLIMIT_AS, _memory)
-        _limit(resource.RLIMIT_STACK, _memory)
-        os.execv("./prog", ["./prog", *{argv}])
-    if _java is not None:  # the heap is its memory limit: the JVM reserves more than it uses
-        _java.insert(1, "-Xmx%dm" % _heap(_memory >> 20))
-        os.execve(_java[0], [*_java, *{argv}], dict(os.environ, **{java_env}))
     import builtins, io, traceback
-    _limit(resource.RLIMIT_AS, _memory + _held)
     builtins.exit = builtins.quit = sys.exit  # what `site` gives `python main.py`
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.argv = ["main.py", *{argv}]
@@ -353,57 +344,79 @@ def _program():
 """
     + _RUN_MAIN_ONCE
     + """
-if _output is None:
-    _program()
+# This process stays the execution's init: the subreaper of every process the program
+# starts, so that each one that ends is reaped here and its CPU counts in what the parent
+# sees of this one; what is left when the program ends is killed and reaped too. Not
+# dumpable: the program can neither read nor trace it.
+import ctypes
+_prctl = ctypes.CDLL(None).prctl
+_prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+_prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
 _null = os.open("/dev/null", os.O_WRONLY)
-pid = os.fork()
-if pid == 0:
-    os.dup2(_null, 1)
-    _program()
-_, status = os.waitpid(pid, 0)
+if _spawn is not None:  # a binary, or a JVM whose heap is the memory limit
+    _env = dict(os.environ)
+    if {java}:
+        _spawn.insert(1, "-Xmx%dm" % _heap(_memory >> 20))
+        _env.update({java_env})
+    else:
+        _limit(resource.RLIMIT_STACK, _memory)
+    pid = os.posix_spawn(_spawn[0], [*_spawn, *{argv}], _env, file_actions=[
+        (os.POSIX_SPAWN_DUP2, _null, 1)] if _output is not None else [])
+else:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _prctl(4, 1, 0, 0, 0)  # its own /proc/self is its to read
+            if _output is not None:
+                os.dup2(_null, 1)
+            _program()
+        finally:
+            os._exit(70)
+while True:
+    try:
+        _got, status = os.waitpid(-1, 0)
+    except ChildProcessError:
+        os._exit(70)
+    if _got == pid:
+        break
 try:
-    fd = os.open(_output, os.O_RDONLY)
+    _children = "/proc/self/task/%d/children" % os.getpid()
+    for _ in range(10000):  # a process with SIGKILL pending forks no more: the rounds end
+        with open(_children, "rb") as _f:
+            _left = [int(_p) for _p in _f.read().split()]
+        if not _left:
+            break
+        for _p in _left:
+            try:
+                os.kill(_p, 9)
+            except OSError:
+                pass
+        for _p in _left:  # its own children are ours once it is gone
+            try:
+                os.waitpid(_p, 0)
+            except ChildProcessError:
+                pass
+except OSError:
+    pass
+try:
+    fd = os.open(_output, os.O_RDONLY) if _output is not None else -1
 except OSError:
     fd = -1
 while fd >= 0 and (chunk := os.read(fd, 1 << 16)):
     view = memoryview(chunk)
     while view:
         view = view[os.write(1, view):]
-if os.WIFSIGNALED(status):
+if os.WIFSIGNALED(status):  # ended as the program did
     import signal
-    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    try:
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL's cannot be set, nor need be
+        pass
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.kill(os.getpid(), os.WTERMSIG(status))
 os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 """
 )
-
-_EXEC = """\
-import os, resource
-try:
-    os.close(3)
-except OSError:
-    pass
-_fd = os.open({stdin}, os.O_RDONLY)
-os.dup2(_fd, 0)
-os.close(_fd)
-for _which, _value, _grace in {limits}:
-    _hard = resource.getrlimit(_which)[1]
-    if _hard != resource.RLIM_INFINITY:
-        _value = min(_value, _hard - _grace)
-    resource.setrlimit(_which, (_value, _value + _grace))
-{heap}os.execve({argv}[0], {argv}, {env})
-"""
-"""A compiled program's run with its output on stdout: straight-line code, nothing defined or
-imported that the sandbox's process has not already (each page of it an execution touches
-is copied: a larger driver cost 150 page faults, 0.8 ms, per test)."""
-_JAVA_HEAP = """\
-_hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-_heap = {memory}
-if _hard != resource.RLIM_INFINITY:
-    _heap = min(_heap, (_hard >> 20) - {overhead})
-{argv}.insert(1, "-Xmx%dm" % max(_heap, 16))
-"""
 
 _FUNCTIONAL_CALL = """\
 import json as _json
@@ -426,18 +439,43 @@ _BATCH = (
     + """
 import ctypes, select, signal, time
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: its programs cannot read or trace it
+# The subreaper of every process a test's run starts: each is reaped here once it ends, so
+# a run's CPU is that of all its processes (see `_RUN`).
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
 for _name, _data, _mode in {files}:
     _put(_name, _data, _mode)
 _binary = {binary}
 _memory = {memory}
 _cap = {cap}
-if not _binary:
-    with open("/proc/self/statm", "rb") as _f:
-        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-else:  # inherited by each spawned run; one that raises them is caught by its rusage
+_children = "/proc/self/task/%d/children" % os.getpid()
+
+def _reap_all():
+    for _ in range(10000):
+        try:
+            with open(_children, "rb") as f:
+                left = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        if not left:
+            return
+        for p in left:
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
+        for p in left:
+            try:
+                os.waitpid(p, 0)
+            except ChildProcessError:
+                pass
+
+def _cpu_of_children():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+if _binary:  # inherited by each spawned run; one that raises them is caught by its rusage
     signal.signal(signal.SIGXCPU, signal.SIG_IGN)  # the driver's own time is not a test's
-    for _which, _value in ((resource.RLIMIT_AS, _memory), (resource.RLIMIT_STACK, _memory),
-                           (resource.RLIMIT_CPU, {cpu})):
+    for _which, _value in ((resource.RLIMIT_STACK, _memory), (resource.RLIMIT_CPU, {cpu})):
         _hard = resource.getrlimit(_which)[1]
         if _hard != resource.RLIM_INFINITY:
             _value = min(_value, _hard)
@@ -452,11 +490,9 @@ def _child(w_out, w_err):
     os.closerange(3, 1024)
     _limit(resource.RLIMIT_CPU, {cpu}, 1)
     if _binary:
-        _limit(resource.RLIMIT_AS, _memory)
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog"])
     import builtins, io, traceback
-    _limit(resource.RLIMIT_AS, _memory + _held)
     builtins.exit = builtins.quit = sys.exit
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
@@ -479,6 +515,7 @@ for _index, _data in enumerate({inputs}):
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
     started = time.monotonic()
+    cpu_before = _cpu_of_children()
     if _binary:  # spawned without copying the driver: the limits are its own soft ones
         pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0,
                              setsigdef=(signal.SIGXCPU,), file_actions=[
@@ -519,6 +556,7 @@ for _index, _data in enumerate({inputs}):
     except OSError:
         pass
     _, status, usage = os.wait4(pid, 0)
+    _reap_all()  # what it left running: killed, and its CPU counted with the run's
     for fd in reading:
         os.close(fd)
     out = bytes(got[r_out][:_cap])
@@ -527,7 +565,7 @@ for _index, _data in enumerate({inputs}):
     if usage.ru_maxrss * 1024 > _memory and killed == "-":
         killed = "memory"
     _emit(b"%d %d %.6f %.6f %s %d %d\\n" % (
-        _index, code, usage.ru_utime + usage.ru_stime, time.monotonic() - started,
+        _index, code, _cpu_of_children() - cpu_before, time.monotonic() - started,
         killed.encode(), len(out), len(err)) + out + err)
     if killed != "-" or code != 0:
         break
@@ -665,11 +703,13 @@ class Programs:
             driver = _COMPILE_PYTHON.format(source=encoded)
             output = 1 << 16
         run = await self.sandbox.run_process(
-            driver, timeout_s=COMPILE_TIMEOUT_S, output_bytes=output
+            driver, timeout_s=COMPILE_TIMEOUT_S, output_bytes=output, memory_mb=COMPILE_MEMORY_MB
         )
         stderr = run.stderr.decode(errors="replace").strip()
         if run.killed_for == "error":
             return Built(language, source, failure="the sandbox failed while compiling")
+        if run.killed_for == "memory":
+            return Built(language, source, error="compilation stopped: out of memory")
         if run.killed_for == "timeout" or run.signal is not None:
             why = "the compiler ran out of time" if run.killed_for else f"signal {run.signal}"
             return Built(language, source, error=f"compilation stopped: {why}")
@@ -727,6 +767,7 @@ class Programs:
             driver,
             timeout_s=len(inputs) * (limits.wall_s + 0.5) + 2,
             output_bytes=len(inputs) * (2 * cap + 128) + 4096,
+            memory_mb=limits.memory_mb,
         )
         if run.killed_for is not None or run.exit_code != 0 or run.signal is not None:
             return []
@@ -761,11 +802,6 @@ class Programs:
             files.append(("main.py", built.source.encode("utf-8", "surrogatepass"), 0o600))
         files.append((input_file or "stdin.txt", stdin, 0o600))
         files += [(name, content, 0o600) for name, content in extra_files]
-        if built.binary is not None and output_file is None:
-            driver = _exec_driver(java, argv, input_file, limits)
-            return await self.sandbox.run_process(
-                driver, timeout_s=limits.wall_s, output_bytes=limits.output_bytes, files=files
-            )
         after = "pass"
         module = "__main__"
         if call is not None:
@@ -781,42 +817,23 @@ class Programs:
             output_file=repr(output_file),
             cpu=max(1, math.ceil(limits.cpu_s)),
             memory=limits.memory_mb << 20,
-            binary=built.binary is not None and java is None,
-            java=repr(java),
+            spawn=repr(java if java is not None else ["./prog"] if built.binary else None),
+            java=java is not None,
             java_env=repr(JAVA_ENV),
             argv=repr(list(argv)),
             module=repr(module),
             after=after,
         )
+        # The limits bound the whole execution: every process the program starts, the CPU
+        # of those that ended too, and all the memory they hold (not what they reserve).
         return await self.sandbox.run_process(
-            driver, timeout_s=limits.wall_s, output_bytes=limits.output_bytes, files=files
+            driver,
+            timeout_s=limits.wall_s,
+            output_bytes=limits.output_bytes,
+            cpu_s=limits.cpu_s,
+            memory_mb=limits.memory_mb,
+            files=files,
         )
-
-
-def _exec_driver(
-    java: list[str] | None, argv: tuple[str, ...], input_file: str | None, limits: Limits
-) -> str:
-    """The driver of a compiled program whose output is its stdout (`_EXEC`)."""
-    cpu = (resource.RLIMIT_CPU, max(1, math.ceil(limits.cpu_s)), 1)
-    memory = limits.memory_mb << 20
-    if java is not None:  # the heap is its memory limit: a JVM reserves more than it uses
-        command = [*java, *argv]
-        heap = _JAVA_HEAP.format(memory=limits.memory_mb, overhead=JVM_OVERHEAD_MB, argv="_argv")
-        return _EXEC.format(
-            stdin=repr("/dev/null" if input_file else "stdin.txt"),
-            limits=repr(((int(cpu[0]), cpu[1], cpu[2]),)),
-            heap=f"_argv = {command!r}\n" + heap,
-            argv="_argv",
-            env=f"dict(os.environ, **{JAVA_ENV!r})",
-        )
-    bounds = (cpu, (resource.RLIMIT_AS, memory, 0), (resource.RLIMIT_STACK, memory, 0))
-    return _EXEC.format(
-        stdin=repr("/dev/null" if input_file else "stdin.txt"),
-        limits=repr(tuple((int(w), v, g) for w, v, g in bounds)),
-        heap="",
-        argv=repr(["./prog", *argv]),
-        env="os.environ",
-    )
 
 
 def _batch_records(data: bytes, count: int, cap: int) -> list[ProcessRun]:
