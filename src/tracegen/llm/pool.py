@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tracegen.config import MAX_OUTAGE_S
 from tracegen.errors import (
     BackendError,
     HostsDown,
@@ -74,7 +75,7 @@ class HostPool:
         failures_to_bench: int = 3,
         bench_s: float = 5.0,
         max_bench_s: float = 120.0,
-        max_outage_s: float = 600.0,
+        max_outage_s: float = MAX_OUTAGE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not backends:
