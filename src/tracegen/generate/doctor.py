@@ -11,7 +11,7 @@ from typing import Literal
 from rich.text import Text
 
 from tracegen.config import RunSettings, redact_url
-from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
+from tracegen.errors import BackendError, ConfigError, TracegenError
 from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
 from tracegen.llm.factory import (
     Found,
@@ -147,10 +147,9 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
     try:
         try:
             features = await backend.model_features()
-        except ModelNotFound as e:
-            return [*checks, Check(f"{prefix}model", "fail", await _not_found(backend, e))]
         except BackendError as e:
-            return [*checks, Check(f"{prefix}model", "fail", str(e))]
+            said = await _not_found(backend, e) if e.model_missing else str(e)
+            return [*checks, Check(f"{prefix}model", "fail", said)]
         checks.append(Check(f"{prefix}model", "ok", f"{settings.model} present"))
         checks.append(await _tools(settings, prefix, backend, features))
         checks.append(_tool_parser(settings, prefix, None))
@@ -162,7 +161,7 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
         await backend.aclose()
 
 
-async def _not_found(backend: HostBackend, error: ModelNotFound) -> str:
+async def _not_found(backend: HostBackend, error: BackendError) -> str:
     try:
         names = await backend.model_names()
     except BackendError:
@@ -210,7 +209,7 @@ async def _tools(
     try:
         await backend.chat(request)
     except BackendError as e:
-        refused = isinstance(e, BadRequest) and settings.mode != "native-tools"
+        refused = e.refused and settings.mode != "native-tools"
         return Check(check.name, "warn" if refused else "fail", f"a request with tools failed: {e}")
     return check
 
