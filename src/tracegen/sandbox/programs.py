@@ -154,30 +154,10 @@ os._exit(0)
 """
 )
 
-_RUN = (
-    _PRELUDE
-    + """
-for _name, _data, _mode in {files}:
-    _put(_name, _data, _mode)
-_stdin = os.open({stdin}, os.O_RDONLY)
-os.dup2(_stdin, 0)
-os.close(_stdin)
-_output = {output_file}
-_limit(resource.RLIMIT_CPU, {cpu}, 1)
-_memory = {memory}
-if not {binary}:  # read here: a forked child may not read /proc/self
-    with open("/proc/self/statm", "rb") as _f:
-        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-
-def _program():
-    if {binary}:
-        _limit(resource.RLIMIT_AS, _memory)
-        _limit(resource.RLIMIT_STACK, _memory)
-        os.execv("./prog", ["./prog", *{argv}])
-    import builtins, io, traceback
-    _limit(resource.RLIMIT_AS, _memory + _held)
+_PYTHON_MAIN = """
+def _python():  # main.py as `python main.py` runs it, to its exit
+    import builtins, traceback
     builtins.exit = builtins.quit = sys.exit  # what `site` gives `python main.py`
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.argv = ["main.py", *{argv}]
     with open("main.py", "rb") as f:
         source = f.read().decode("utf-8")
@@ -205,13 +185,42 @@ def _program():
         except BaseException:
             pass
         status = 1
-    sys.modules["tracegen.sandbox._harness"].finalize()  # its threads, its atexit functions
+    # Its non-daemon threads (`threading.Thread(target=main).start()`), its atexit functions.
+    sys.modules["tracegen.sandbox._harness"].finalize()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except BaseException:
             pass
     os._exit(status & 0xFF)
+"""
+"""A Python program's run, the same in `Programs.run` and in each run of `Programs.run_batch`."""
+
+_RUN = (
+    _PRELUDE
+    + _PYTHON_MAIN
+    + """
+for _name, _data, _mode in {files}:
+    _put(_name, _data, _mode)
+_stdin = os.open({stdin}, os.O_RDONLY)
+os.dup2(_stdin, 0)
+os.close(_stdin)
+_output = {output_file}
+_limit(resource.RLIMIT_CPU, {cpu}, 1)
+_memory = {memory}
+if not {binary}:  # read here: a forked child may not read /proc/self
+    with open("/proc/self/statm", "rb") as _f:
+        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+def _program():
+    if {binary}:
+        _limit(resource.RLIMIT_AS, _memory)
+        _limit(resource.RLIMIT_STACK, _memory)
+        os.execv("./prog", ["./prog", *{argv}])
+    _limit(resource.RLIMIT_AS, _memory + _held)
+    import io
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+    _python()
 
 if _output is None:
     _program()
@@ -256,6 +265,7 @@ while _view:
 
 _BATCH = (
     _PRELUDE
+    + _PYTHON_MAIN.format(argv="[]", module=repr("__main__"), after="pass")
     + """
 import ctypes, select, signal, time
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: its programs cannot read or trace it
@@ -282,44 +292,24 @@ def _child(w_out, w_err):
     os.dup2(fd, 0)
     os.dup2(w_out, 1)
     os.dup2(w_err, 2)
-    os.closerange(3, 1024)
+    # Not the directory the standard library is imported through (a prefix its uid
+    # cannot reach: `/proc/self/fd/N`); every other descriptor of the driver.
+    _keep = sys.base_prefix[14:].partition("/")[0] if sys.base_prefix.startswith(
+        "/proc/self/fd/") else ""
+    _keep = int(_keep) if _keep.isdigit() else 1024
+    os.closerange(3, _keep)
+    os.closerange(_keep + 1, 1024)
     _limit(resource.RLIMIT_CPU, {cpu}, 1)
     if _binary:
         _limit(resource.RLIMIT_AS, _memory)
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog"])
-    import builtins, io, traceback
     _limit(resource.RLIMIT_AS, _memory + _held)
-    builtins.exit = builtins.quit = sys.exit
+    import io
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
-    sys.argv = ["main.py"]
-    with open("main.py", "rb") as f:
-        source = f.read().decode("utf-8")
-    scope = {{"__name__": "__main__", "__file__": os.path.abspath("main.py"),
-              "__builtins__": __builtins__}}
-    status = 0
-    try:
-        exec(compile(source, "main.py", "exec"), scope)
-    except SystemExit as e:
-        if e.code is None or type(e.code) is int:
-            status = e.code or 0
-        else:
-            print(e.code, file=sys.stderr)
-            status = 1
-    except BaseException as e:
-        try:
-            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
-        except BaseException:
-            pass
-        status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    os._exit(status & 0xFF)
+    _python()
 
 def _emit(data):
     view = memoryview(data)
