@@ -115,11 +115,25 @@ NAME_ONLY = {
     # Families whose chat template we hold no copy of: picked by the model's name, and by the
     # markers their parsers read (TEMPLATE_MARKERS) when a template writes them.
     "apertus",
+    "cohere_command3",
     "deepseek_v32",
+    "deepseek_v4",
+    "dots",
+    "functiongemma",
+    "gemma4",
     "gigachat3",
+    "gigachat35",
+    "hy_v3",
+    "inkling",
+    "k2_horizon",
+    "kimi_k3",
     "lfm2",
     "longcat",
+    "minicpm5",
+    "minimax_m3",
+    "muse_glimmer",
     "seed_oss",
+    "solar_open2",
     "step3",
     "step_deepresearch",
 }
@@ -163,10 +177,46 @@ def test_every_family_can_be_picked_from_a_template_or_its_name() -> None:
         ("LiquidAI/LFM2.5-1.2B-Instruct", "lfm2"),
         ("swiss-ai/Apertus-8B-Instruct-2509", "apertus"),
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v31"),
+        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek_v4"),
+        ("moonshotai/Kimi-K3", "kimi_k3"),
+        ("google/gemma-4-31B-it", "gemma4"),
+        ("google/functiongemma-270m-it", "functiongemma"),
+        ("tencent/Hy3-preview", "hy_v3"),
+        ("openbmb/MiniCPM5-A3B", "minicpm5"),
+        ("poolside/Laguna-XS.2", "poolside_v1"),
+        ("XiaomiMiMo/MiMo-V2-Flash", "mimo"),
+        ("stepfun-ai/Step-3.5-Flash", "step3p5"),
+        ("CohereLabs/c4ai-command-a-03-2025", "cohere_command3"),
+        ("upstage/Solar-Open2", "solar_open2"),
+        ("rednote-hilab/dots.llm1.inst", "dots"),
+        ("inclusionAI/Ling-3", "ling3"),
+        ("tencent/Hy4-preview", "hy_v4"),
+        ("MiniMaxAI/MiniMax-M3", "minimax_m3"),
+        ("ai-sage/GigaChat3.5-10B", "gigachat35"),
+        ("example/K2-Horizon", "k2_horizon"),
     ],
 )
 def test_without_a_template_auto_picks_from_the_model_name(model: str, parser: str) -> None:
     assert detect_tool_parser(None, model).parser == parser
+
+
+@pytest.mark.parametrize(
+    ("template", "parser"),
+    [
+        ("{{- '<|tool_call>call:' + function['name'] + '{' -}}", "gemma4"),
+        ("{{- '<start_function_call>call:' + tool_call['name'] + '{' -}}", "functiongemma"),
+        ("{{- '<tool_calls>\\n<tool_call>' + name + '<tool_sep>\\n' }}", "hy_v3"),
+        ('<|open|>tools<|sep|><|open|>call tool="{{ name }}"<|sep|>', "kimi_k3"),
+        ("{{ '<|content_invoke_tool_json|>' + call | tojson + '<|end_message|>' }}", "inkling"),
+        ("{{ '<｜DSML｜tool_calls>' }}", "deepseek_v4"),
+        (
+            '<function name="{{ name }}"><param name="{{ k }}">{{ v }}</param></function>',
+            "minicpm5",
+        ),
+    ],
+)
+def test_the_markers_of_the_newer_families_pick_them(template: str, parser: str) -> None:
+    assert detect_tool_parser(template, "some-model").parser == parser
 
 
 def test_a_template_without_markers_and_an_unknown_name_try_every_format() -> None:

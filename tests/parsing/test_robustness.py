@@ -20,7 +20,16 @@ PIECES = [
     "a<b", '"code"', '"name"', '"python"', '"arguments"', "True", "[TOOL_CALLS]", "[ARGS]",
     "<|python_tag|>", "\t", "\x00", "é", ";", "<|action_start|><|plugin|>", "<function_calls>",
     "<seed:tool_call>", "<function=f>", "function call", '<steptml:invoke name="f">',
-    "<｜tool_calls_begin｜>", "<tool_calls>", "f(x=1)",
+    "<｜tool_calls_begin｜>", "<tool_calls>", "f(x=1)", "<|tool_call>call:f{", "<tool_call|>",
+    '<|"|>', "<start_function_call>", "<escape>", "<|open|>tools<|sep|>",
+    '<|open|>call tool="f"<|sep|>', "<|close|>call<|sep|>", "<|content_invoke_tool_json|>",
+    "<|end_message|>", "<tool_sep>", '<function name="f">', '<param name="k">',
+    "<|START_ACTION|>", "<|END_ACTION|>", "<|tool_call:start|>", "<|tool_arg:start|>",
+    "<|tool_arg:value|>", "<|tool_call:end|>", "<|message|>", "<|eom|>", " to=f",
+    "<atem:function_calls>", '<atem:invoke name="f">', "<dots_function_call>",
+    "]<]minimax[>[", "<tool_call>", '<invoke name="f">', "<k>", "</k>", "</invoke>",
+    "<｜GCML｜tool_calls>", '<｜GCML｜invoke name="f">', "<ifm|tool_calls>", "<ifm|tool_call>",
+    "<ifm|arg_key>", "<ifm|arg_value>", "</ifm|tool_call>",
 ]  # fmt: skip
 
 
@@ -52,8 +61,61 @@ def test_any_model_text_is_read_without_an_unexpected_exception() -> None:
         ("deepseek_v31", "<｜tool▁call▁begin｜>" * 20_000),  # calls without a separator
         ("llama3_json", '<|python_tag|>{"name": ' * 20_000),  # objects that never close
         ("glm45", "<tool_call>a" + "<arg_key>" * 20_000 + "</tool_call>"),  # keys never closed
+        ("gemma4", "<|tool_call>call:a{" * 20_000),  # calls never closed
+        ("gemma4", "<|tool_call>call:a{k:" + "[" * 50_000 + "}<tool_call|>"),  # deep nesting
+        ("functiongemma", "<start_function_call>call:a{k:<escape>" * 20_000),
+        ("kimi_k3", "<|open|>tools<|sep|>" + '<|open|>call tool="a"<|sep|>' * 20_000),
+        ("minicpm5", '<function name="a"><param name="k">' * 20_000),
+        ("inkling", "<|content_invoke_tool_json|>{" * 20_000),
+        ("hy_v3", "<tool_calls><tool_sep>" + "<tool_call>a<arg_key>" * 20_000),
+        ("deepseek_v4", '<｜DSML｜tool_calls><｜DSML｜invoke name="a">' * 20_000),
+        ("cohere_command3", "<|START_ACTION|>[{" * 20_000),
+        ("solar_open2", "<|tool_call:start|>a" * 20_000),  # names never end, calls never close
+        (
+            "solar_open2",
+            "<|tool_call:start|>a\n" + "<|tool_arg:start|>k<|tool_arg:value|>" * 20_000,
+        ),
+        ("muse_glimmer", " to=t<|message|><atem:invoke" * 20_000),  # messages never end
+        ("muse_glimmer", " " * 200_000 + "<atem:invoke"),  # spaces before no header
+        ("dots", "<dots_function_call><invoke name=" * 20_000),
+        ("hy_v4", "<tool_calls:x><tool_call:x>a<arg_key:x>" * 20_000),
+        ("minimax_m3", ']<]minimax[>[<tool_call>]<]minimax[>[<invoke name="a">' * 20_000),
+        (
+            "minimax_m3",
+            ']<]minimax[>[<tool_call>]<]minimax[>[<invoke name="a">'
+            + "]<]minimax[>[<k>" * 50_000
+            + "]<]minimax[>[</invoke>]<]minimax[>[</tool_call>",
+        ),
+        ("gigachat35", '<｜GCML｜tool_calls><｜GCML｜invoke name="a">' * 20_000),
+        ("k2_horizon", "<ifm|tool_call>a<ifm|arg_key>k</ifm|arg_key><ifm|arg_value>" * 20_000),
     ],
-    ids=["unclosed", "unclosed-llama4", "nested", "deepseek-no-separator", "llama3", "glm45"],
+    ids=[
+        "unclosed",
+        "unclosed-llama4",
+        "nested",
+        "deepseek-no-separator",
+        "llama3",
+        "glm45",
+        "gemma4",
+        "gemma4-nested",
+        "functiongemma",
+        "kimi_k3",
+        "minicpm5",
+        "inkling",
+        "hy_v3",
+        "deepseek_v4",
+        "cohere",
+        "solar_open2",
+        "solar_open2-arguments",
+        "muse_glimmer",
+        "muse_glimmer-spaces",
+        "dots",
+        "hy_v4",
+        "minimax_m3",
+        "minimax_m3-nested",
+        "gigachat35",
+        "k2_horizon",
+    ],
 )
 def test_a_hostile_text_is_read_in_linear_time(parser: str, text: str) -> None:
     _, calls = extract_tool_calls(text, parser=parser)

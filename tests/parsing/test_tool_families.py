@@ -96,6 +96,25 @@ def test_a_string_parameter_stays_text_when_the_tools_say_so() -> None:
             '{"code": "x<｜tool▁call▁end｜>',
             "code",
         ),
+        ("gemma4", '<|tool_call>call:f{k:[<|"|>a<|"|>}<tool_call|>', "[ never closed"),
+        ("gemma4", '<|tool_call>call:f{k:<|"|>a]}<tool_call|>', "quote never closes"),
+        ("functiongemma", "<start_function_call>call:f{k:{a:1]}<end_function_call>", "']'"),
+        ("inkling", '<|content_invoke_tool_json|>{"name":"d","args":{"k":"v"', "JSON object"),
+        ("inkling", '<|content_invoke_tool_json|>{"name":"d","args":[1]}<|end_message|>', "args"),
+        (
+            "kimi_k3",
+            '<|open|>tools<|sep|><|open|>call index="1"<|sep|><|close|>call<|sep|>',
+            "name",
+        ),
+        ("solar_open2", "<|tool_call:start|>f\n<|tool_arg:start|>k<|tool_arg:value|>v", "cut off"),
+        ("cohere_command3", '<|START_ACTION|>[{"tool_name": "f"', "JSON list"),
+        (
+            "minimax_m3",
+            ']<]minimax[>[<tool_call>]<]minimax[>[<invoke name="f">]<]minimax[>[<a>1'
+            "]<]minimax[>[</b>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>",
+            "</b>",
+        ),
+        ("k2_horizon", "<ifm|tool_calls><ifm|tool_call>ping</ifm|tool_call>", "never closed"),
     ],
 )
 def test_a_malformed_call_is_reported_with_a_reason_and_not_invented(
@@ -105,3 +124,23 @@ def test_a_malformed_call_is_reported_with_a_reason_and_not_invented(
     assert found.calls == []
     assert found.text == text
     assert found.failures and reason in found.failures[0], found.failures
+
+
+def test_an_inkling_call_without_its_end_marker_ends_where_its_object_closes() -> None:
+    text = '<|content_invoke_tool_json|>{"name": "d", "args": {"k": "v"}} and then text'
+    rest, calls = extract_tool_calls(text, "inkling")
+    assert [(c.function.name, c.function.arguments) for c in calls] == [("d", {"k": "v"})]
+    assert rest == "and then text"
+
+
+def test_a_minimax_m3_string_argument_keeps_its_spaces_and_others_follow_the_schema() -> None:
+    ns = "]<]minimax[>["
+    text = (
+        f'{ns}<tool_call>{ns}<invoke name="write">{ns}<path>a.py{ns}</path>'
+        f"{ns}<body>\n    return 1\n{ns}</body>{ns}<mode>0644{ns}</mode>"
+        f"{ns}</invoke>{ns}</tool_call>"
+    )
+    schema = {"properties": {"body": {"type": "string"}, "mode": {"type": "integer"}}}
+    tools = [{"function": {"name": "write", "parameters": schema}}]
+    _, calls = extract_tool_calls(text, "minimax_m3", tools)
+    assert calls[0].function.arguments == {"path": "a.py", "body": "\n    return 1\n", "mode": 644}

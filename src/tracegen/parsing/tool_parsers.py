@@ -14,6 +14,14 @@ from __future__ import annotations
 
 from tracegen.errors import ConfigError
 from tracegen.parsing.autodetect import Choice, detect_tool_parser
+from tracegen.parsing.formats_channels import (
+    cohere_command,
+    inkling,
+    kimi_k3,
+    muse_glimmer,
+    solar_open2,
+)
+from tracegen.parsing.formats_gemma import functiongemma, gemma4
 from tracegen.parsing.formats_json import (
     apertus,
     deepseek,
@@ -32,14 +40,21 @@ from tracegen.parsing.formats_json import (
     xlam,
 )
 from tracegen.parsing.formats_markup import (
+    deepseek_v4,
     deepseek_v32,
+    dots,
+    gigachat35,
     glm45,
+    hy_v3,
+    k2_horizon,
+    minicpm5,
     minimax_m2,
     qwen3_coder,
     seed_oss,
     step3,
     step_deepresearch,
 )
+from tracegen.parsing.formats_nested import minimax_m3
 from tracegen.parsing.formats_pythonic import lfm2, llama4_pythonic, olmo3, pythonic
 from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools
 from tracegen.schema import ToolCall
@@ -73,6 +88,20 @@ PARSERS: dict[str, Parser] = {
     "seed_oss": seed_oss,
     "step3": step3,
     "step_deepresearch": step_deepresearch,
+    "deepseek_v4": deepseek_v4,
+    "kimi_k3": kimi_k3,
+    "gemma4": gemma4,
+    "functiongemma": functiongemma,
+    "hy_v3": hy_v3,
+    "minicpm5": minicpm5,
+    "inkling": inkling,
+    "cohere_command3": cohere_command,
+    "solar_open2": solar_open2,
+    "muse_glimmer": muse_glimmer,
+    "dots": dots,
+    "minimax_m3": minimax_m3,
+    "gigachat35": gigachat35,
+    "k2_horizon": k2_horizon,
 }
 """Each family's parser, by vLLM's name for it."""
 
@@ -90,30 +119,57 @@ ALIASES: dict[str, str] = {
     "hunyuan_a13b": "minimax",
     "ernie45": "hermes",
     "granite4": "hermes",
+    "poolside_v1": "glm45",
+    "mimo": "qwen3_coder",
+    "step3p5": "qwen3_coder",
+    "ling3": "glm45",
+    "cohere_command4": "cohere_command3",
+    "hy_v4": "hy_v3",
     # SGLang's names (python/sglang/srt/function_call/function_call_parser.py)
     "deepseekv3": "deepseek_v3",
     "deepseekv31": "deepseek_v31",
     "deepseekv32": "deepseek_v32",
     "glm": "glm45",
     "minimax-m2": "minimax_m2",
-    "hunyuan": "minimax",
+    "hunyuan": "hy_v3",
     "interns1": "internlm",
-    "step3p5": "qwen3_coder",
+    "apertus2509": "apertus",
+    "deepseekv4": "deepseek_v4",
+    "muse": "muse_glimmer",
+    "minimax-m3": "minimax_m3",
+    "spark25": "glm45",
+    "trinity": "hermes",
 }
 """Other names for the same formats: vLLM's names for a layout another family shares (Jamba
-and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes'),
-SGLang's, tracegen's earlier ones."""
+and Hunyuan-A13B write MiniMax-M1's ``<tool_calls>``, ERNIE 4.5 and Granite 4 write Hermes',
+Poolside and Ling 3 write GLM-4.7's, MiMo and Step-3.5 write Qwen3-Coder's, Command 4 writes
+Command A's, Hy4 Hy3's with its tags suffixed), SGLang's, tracegen's
+earlier ones."""
 
 TRY_ORDER: tuple[str, ...] = (
     "kimi_k2",
+    "kimi_k3",
+    "minimax_m3",
+    "inkling",
+    "gemma4",
+    "functiongemma",
+    "deepseek_v4",
+    "gigachat35",
+    "k2_horizon",
     "deepseek_v32",
     "deepseek_v31",
+    "cohere_command3",
+    "solar_open2",
+    "muse_glimmer",
+    "dots",
     "openai",
     "minimax_m2",
     "step3",
     "step_deepresearch",
     "seed_oss",
     "qwen3_coder",
+    "minicpm5",
+    "hy_v3",
     "glm45",
     "internlm",
     "longcat",
