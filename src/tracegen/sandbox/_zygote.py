@@ -963,14 +963,14 @@ class Zygote:
             except OSError:
                 continue
             try:
-                stat = os.read(fd, 1 << 13)
+                stat = os.read(fd, 2048)  # both within the first 2 kB, in v1 and v2
             finally:
                 os.close(fd)
             held = 0
-            for line in stat.split(b"\n"):  # v1 and v2 name them alike
-                name, _, value = line.partition(b" ")
-                if name in (b"inactive_file", b"active_file") and value.isdigit():
-                    held += int(value)
+            for name in (b"\ninactive_file ", b"\nactive_file "):
+                at = stat.find(name)
+                if at >= 0:
+                    held += int(stat[at + len(name) : stat.find(b"\n", at + 1)])
             if not held:
                 continue
             for file, value in ((b"memory.force_empty", b"0"), (b"memory.reclaim", b"%d" % held)):
