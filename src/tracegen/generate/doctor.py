@@ -119,7 +119,7 @@ async def check_local(settings: RunSettings) -> list[Check]:
                 "engine",
                 "ok",
                 f"{info.name} {info.version}: loaded in {backend.load_s:.1f}s, "
-                f"{backend.threads} thread(s)",
+                f"{backend.threads_why}",
             )
         )
         checks += await _logprobs(settings, "", backend)
