@@ -304,15 +304,16 @@ _RUN_MAIN = """\
 """
 """How a candidate's Python program runs in its child, as ``python main.py`` runs it: its
 source executed in ``scope``, its exit status that of `SystemExit` (1 for an exception, its
-traceback on stderr), its streams flushed. One execution's driver runs something after it
-(a function's call, and the harness's threads and atexit functions); a batch driver
-does not."""
-_RUN_MAIN_ONCE = _RUN_MAIN.replace("<<AFTER>>", "        {after}\n").replace(
+traceback on stderr), then its non-daemon threads waited for and its atexit functions run
+(`threading.Thread(target=main).start()` prints after the main module ended), its streams
+flushed. One execution's driver runs a function's call after it; a batch driver does not."""
+_RUN_MAIN = _RUN_MAIN.replace(
     "<<FINALIZE>>",
     '    sys.modules["tracegen.sandbox._harness"].finalize()'
     "  # its threads, its atexit functions\n",
 )
-_RUN_MAIN_BATCH = _RUN_MAIN.replace("<<AFTER>>", "").replace("<<FINALIZE>>", "")
+_RUN_MAIN_ONCE = _RUN_MAIN.replace("<<AFTER>>", "        {after}\n")
+_RUN_MAIN_BATCH = _RUN_MAIN.replace("<<AFTER>>", "")
 
 
 _RUN = (
@@ -487,7 +488,13 @@ def _child(w_out, w_err):
     os.dup2(fd, 0)
     os.dup2(w_out, 1)
     os.dup2(w_err, 2)
-    os.closerange(3, 1024)
+    # Not the directory the standard library is imported through (a prefix its uid
+    # cannot reach: `/proc/self/fd/N`); every other descriptor of the driver.
+    _keep = sys.base_prefix[14:].partition("/")[0] if sys.base_prefix.startswith(
+        "/proc/self/fd/") else ""
+    _keep = int(_keep) if _keep.isdigit() else 1024
+    os.closerange(3, _keep)
+    os.closerange(_keep + 1, 1024)
     _limit(resource.RLIMIT_CPU, {cpu}, 1)
     if _binary:
         _limit(resource.RLIMIT_STACK, _memory)
@@ -500,8 +507,13 @@ def _child(w_out, w_err):
     sys.argv = ["main.py"]
     with open("main.py", "rb") as f:
         source = f.read().decode("utf-8")
-    scope = {{"__name__": "__main__", "__file__": os.path.abspath("main.py"),
-              "__builtins__": __builtins__}}
+    # A real module, as `python main.py` makes it (see `_RUN`).
+    _module = type(sys)("__main__")
+    _module.__file__ = os.path.abspath("main.py")
+    _module.__builtins__ = __builtins__
+    sys.modules["__main__"] = _module
+    sys.path.insert(0, os.getcwd())
+    scope = _module.__dict__
 """
     + _RUN_MAIN_BATCH
     + """

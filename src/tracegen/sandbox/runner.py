@@ -41,6 +41,7 @@ from tracegen.sandbox.isolation import (
     running_as_root,
     sandbox_command,
     take_uid,
+    warm_standard_library,
 )
 from tracegen.schema import ExecResult, ExecStatus, Problem, TestCase, TestResult
 
@@ -235,6 +236,8 @@ class _ZygoteProcess:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if self.root:
             self.cgroups = Cgroups.make(self.limits)
+            if self.cgroups is not None:
+                warm_standard_library()
         cgroup_dirs = self.cgroups.dirs if self.cgroups is not None else []
         if self.isolation == "bwrap":
             prefix = bwrap_prefix(self.root, binds=cgroup_dirs, read_only=self.packages)
