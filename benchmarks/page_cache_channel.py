@@ -10,6 +10,11 @@ times a read of each and splits the times in two. Printed per isolation: the bit
 errors, the capacity left (``n·(1 − H(error rate))``) and that capacity per second of the
 two executions' own time, and per pair of executions.
 
+As root each execution's slot has a memory cgroup, and what an execution brought into the
+cache is evicted when it ends (`tracegen.sandbox._zygote`): the receiver finds every file as
+the sender did, and decodes no better than chance. As a user without a delegated cgroup the
+channel stays.
+
 ``python benchmarks/page_cache_channel.py [--bits 256] [--sandbox bwrap,builtin,rlimit]``
 (as root: the files are evicted from the cache before each run, as an attacker's fresh
 files would be.)
@@ -105,15 +110,21 @@ async def measure(isolation: str, files: list[str], rounds: int) -> dict[str, fl
     }
 
 
+def cold_files(count: int) -> list[str]:
+    """``count`` host files nobody else reads (``/usr/share/doc/*/copyright``)."""
+    files = [str(p) for p in sorted(Path("/usr/share/doc").glob("*/copyright"))[:count]]
+    if len(files) < count:
+        raise SystemExit(f"only {len(files)} files in /usr/share/doc/*/copyright")
+    return files
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bits", type=int, default=256, help="files (bits) per message")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--sandbox", default="bwrap,builtin,rlimit", help="comma-separated")
     args = parser.parse_args()
-    files = [str(p) for p in sorted(Path("/usr/share/doc").glob("*/copyright"))[: args.bits]]
-    if len(files) < args.bits:
-        raise SystemExit(f"only {len(files)} files in /usr/share/doc/*/copyright")
+    files = cold_files(args.bits)
     table = Table(title=f"Page-cache timing channel: {args.bits} files, {args.rounds} messages")
     for column in ("isolation", "bits", "errors", "capacity (bits)", "bits/s", "bits per pair"):
         table.add_column(column)

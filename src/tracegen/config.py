@@ -57,6 +57,9 @@ RETRY_MAX_WAITING_S = 120.0
 ``RETRY_ATTEMPTS`` tries, waiting a random time up to ``RETRY_INITIAL_S · 2^n`` capped at
 ``RETRY_MAX_S``, at most ``RETRY_MAX_WAITING_S`` in all. Declared here once: the settings, the
 policy and the backends take these."""
+MAX_OUTAGE_S = 600.0
+"""Seconds every host may fail in a row before the run stops, by default (the ``max_outage_s``
+setting and `tracegen.llm.pool.HostPool`)."""
 _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 GENERATION_PANEL = "Generation"
@@ -380,7 +383,7 @@ class RunSettings(GenerationSettings):
         json_schema_extra=NO_CLI,
     )
     max_outage_s: float = Field(
-        default=600.0,
+        default=MAX_OUTAGE_S,
         ge=MIN_SECONDS,
         le=MAX_SECONDS,
         description="Seconds every host may fail in a row before the run stops with exit 1 "

@@ -8,7 +8,10 @@ Whether a failure of the model server is retried, ends one episode or stops the 
 said here and nowhere else: each `BackendError` subclass sets `BackendError.stops` (and
 `EPISODE_TRIES` says how often an episode one ended runs again), and the transport's retries
 (`tracegen.llm.retries`), the host pool, the modes, `run_episode` and the executors read it
-(or `BackendError.retryable`, which is ``stops == "request"``).
+(or `BackendError.retryable`, which is ``stops == "request"``). What else a failure means to
+the code that meets it (whether the host pool leaves the host, whether a probe learned
+anything, whether the answer was unreadable) is declared on the error type as well, so no
+module decides it by the error's class.
 """
 
 from __future__ import annotations
@@ -24,6 +27,16 @@ Stops = Literal["request", "episode", "run"]
   goes on.
 - ``"run"``: no other episode would survive it either (an unknown model, a rejected key or
   request, a server tracegen cannot read): the run stops with its one line.
+"""
+
+HostFault = Literal["answer", "host"]
+"""What a `BackendError` says of the host that sent it beyond ``stops``, which the host pool
+reads (`BackendError.host_fault`):
+
+- ``"answer"``: only this host's answer to this request is at fault; the request is tried on
+  another host, and this host is not benched for it.
+- ``"host"``: this host cannot be read at all: it is out for the rest of the run and its request
+  tried on another host; once every host is out, the run stops.
 """
 
 
@@ -89,6 +102,22 @@ class BackendError(TracegenError):
     """Whether the server answered at all (False: it could not be reached, or did not answer
     in time): probing what answers at a host reads an unanswered probe as nothing there, an
     answered one as a server of another kind."""
+    host_fault: ClassVar[HostFault | None] = None
+    """What it says of the host that sent it beyond ``stops`` (`HostFault`); None: a retryable
+    one counts against the host (``failures_to_bench`` in a row bench it), another is the
+    request's own."""
+    every_request: ClassVar[bool] = False
+    """Whether every request to this server would fail the same way, whatever it asks (a
+    rejected key): probing another path would learn nothing."""
+    unreadable: ClassVar[bool] = False
+    """Whether the server answered something that is not its wire format: the same unreadable
+    answer twice in a row is not asked for again."""
+    model_missing: ClassVar[bool] = False
+    """Whether the server said it does not have the model asked for (doctor lists those it
+    has)."""
+    refused: ClassVar[bool] = False
+    """Whether the server refused the request as written (HTTP 400), as a server does a feature
+    it does not offer (doctor warns of tools refused)."""
     retry_after: float | None = None
     """Seconds the server asked to wait before trying again (``Retry-After``), if it said."""
 
@@ -116,18 +145,21 @@ class ModelNotFound(BackendError):
     """The server does not have the requested model."""
 
     stops = "run"
+    model_missing = True
 
 
 class BadRequest(BackendError):
     """The server rejected the request (HTTP 400)."""
 
     stops = "run"
+    refused = True
 
 
 class AuthError(BackendError):
     """Missing or wrong API key (HTTP 401/403)."""
 
     stops = "run"
+    every_request = True
 
 
 class Overloaded(BackendError):
@@ -153,6 +185,7 @@ class ProtocolError(BackendError):
     """The server sent something that is not its wire format (a malformed line or body)."""
 
     stops: ClassVar[Stops] = "request"
+    unreadable = True
 
 
 class LogprobsMissing(BackendError):
@@ -176,6 +209,7 @@ class RepeatedAnswer(ProtocolError):
     (its failure is recorded)."""
 
     stops: ClassVar[Stops] = "episode"
+    host_fault: ClassVar[HostFault | None] = "answer"
 
 
 REPEATED_ANSWER = "repeated_answer"
@@ -193,3 +227,4 @@ class UnreadableServer(BackendError):
     """The server keeps answering what tracegen cannot read: it is asked no more."""
 
     stops = "run"
+    host_fault: ClassVar[HostFault | None] = "host"

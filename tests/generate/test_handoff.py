@@ -88,3 +88,15 @@ def test_an_episode_left_unanswered_is_cancelled(tmp_path: Path) -> None:
             await runs.aclose()
 
     asyncio.run(main())
+
+
+def test_a_policy_sampled_elsewhere_is_never_constrained(tmp_path: Path) -> None:
+    """The caller samples the policy itself: no grammar is asked for, whatever --constrain
+    says, and the decision is the setup's, not written into the settings."""
+    problems = add_problems(tmp_path / "add.jsonl", 1)
+    settings = RunSettings(mode="tool-feedback", problems=str(problems), constrain="on")
+    runs = HandedRuns(settings)
+    assert runs.setup.choices.constrain is False
+    assert runs.setup.header()["constrain"] is False
+    assert runs.spec().choices.constrain is False
+    assert runs.settings.constrain == "on"

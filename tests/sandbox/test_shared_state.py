@@ -73,7 +73,21 @@ async def _samples(flavour: str, count: int) -> list[str]:
         return [(await sandbox.run_tests(s.MEMORY_ATTACK, s.HIDDEN)).status for _ in range(count)]
 
 
-@pytest.mark.parametrize("flavour", FILTERED)
+@pytest.mark.parametrize(
+    "flavour",
+    [
+        *FILTERED[:2],
+        # As root each execution's cgroup is emptied of the pages it cached when it ends,
+        # which erases this memory under rlimit too (its unfiltered calls still reach it).
+        pytest.param(
+            "rlimit",
+            marks=[
+                pytest.mark.slow,
+                pytest.mark.xfail(reason=NOT_STOPPED_BY_RLIMIT.kwargs["reason"]),
+            ],
+        ),
+    ],
+)
 async def test_identical_answer_free_samples_never_pass(flavour: str) -> None:
     s.evict()  # a clean memory: were it reachable, the attack would pass by its 14th sample
     statuses = await _samples(flavour, s.SAMPLES)

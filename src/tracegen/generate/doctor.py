@@ -11,7 +11,7 @@ from typing import Literal
 from rich.text import Text
 
 from tracegen.config import RunSettings, redact_url
-from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
+from tracegen.errors import BackendError, ConfigError, TracegenError
 from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
 from tracegen.llm.factory import (
     Found,
@@ -85,6 +85,7 @@ async def run_checks(settings: RunSettings) -> list[Check]:
             checks += await check_host(settings, host)
     checks.append(check_sandbox(settings))
     checks.append(check_compiler())
+    checks.append(check_java())
     return checks
 
 
@@ -146,10 +147,9 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
     try:
         try:
             features = await backend.model_features()
-        except ModelNotFound as e:
-            return [*checks, Check(f"{prefix}model", "fail", await _not_found(backend, e))]
         except BackendError as e:
-            return [*checks, Check(f"{prefix}model", "fail", str(e))]
+            said = await _not_found(backend, e) if e.model_missing else str(e)
+            return [*checks, Check(f"{prefix}model", "fail", said)]
         checks.append(Check(f"{prefix}model", "ok", f"{settings.model} present"))
         checks.append(await _tools(settings, prefix, backend, features))
         checks.append(_tool_parser(settings, prefix, None))
@@ -161,7 +161,7 @@ async def check_host(settings: RunSettings, host: str) -> list[Check]:
         await backend.aclose()
 
 
-async def _not_found(backend: HostBackend, error: ModelNotFound) -> str:
+async def _not_found(backend: HostBackend, error: BackendError) -> str:
     try:
         names = await backend.model_names()
     except BackendError:
@@ -209,7 +209,7 @@ async def _tools(
     try:
         await backend.chat(request)
     except BackendError as e:
-        refused = isinstance(e, BadRequest) and settings.mode != "native-tools"
+        refused = e.refused and settings.mode != "native-tools"
         return Check(check.name, "warn" if refused else "fail", f"a request with tools failed: {e}")
     return check
 
@@ -286,7 +286,15 @@ def check_compiler() -> Check:
     return Check("c++", "ok", f"g++ compiles C++ solutions ({CPP_FLAGS})")
 
 
+def check_java() -> Check:
+    """Whether Java solutions of program problems can be judged here."""
+    if (missing := compiler_missing("java")) is not None:
+        return Check("java", "warn", f"{missing}: Java solutions are judged `error` ({JDK_HINT})")
+    return Check("java", "ok", "javac compiles Java solutions, a JVM runs each test")
+
+
 GPP_HINT = "`apt-get install g++` to judge them"
+JDK_HINT = "`apt-get install default-jdk-headless` to judge them"
 CPP_FLAGS = " ".join(CPP_COMMAND[1:3])
 
 

@@ -196,8 +196,7 @@ class HandedRuns:
     they share, resolved once from ``settings`` as ``tracegen run`` resolves them."""
 
     def __init__(self, settings: RunSettings) -> None:
-        # Nothing constrains a policy sampled elsewhere: no grammar is asked for.
-        self.setup = decide(settings.model_copy(update={"constrain": "off"}))
+        self.setup = decide(settings, sampled_elsewhere=True)
         self.settings = self.setup.settings
         self.mode = self.setup.mode
         self.problems = self.setup.problems

@@ -146,14 +146,30 @@ async def prepare(
 
 
 def decide(
-    settings: RunSettings, say: Say = lambda _: None, *, in_process: bool = True
+    settings: RunSettings,
+    say: Say = lambda _: None,
+    *,
+    in_process: bool = True,
+    sampled_elsewhere: bool = False,
 ) -> RunSetup:
     """The run of ``settings`` whose backend needs no finding out (a kind named, or a policy
-    sampled outside tracegen): `prepare` without asking any server."""
-    return _decide(settings, say, in_process=in_process, named=_Named.read(settings))
+    sampled outside tracegen): `prepare` without asking any server. ``sampled_elsewhere``: the
+    caller samples the policy itself, so nothing constrains its decoding (no grammar is asked
+    for, whatever ``--constrain`` says)."""
+    named = _Named.read(settings)
+    return _decide(
+        settings, say, in_process=in_process, named=named, sampled_elsewhere=sampled_elsewhere
+    )
 
 
-def _decide(settings: RunSettings, say: Say, *, in_process: bool, named: _Named) -> RunSetup:
+def _decide(
+    settings: RunSettings,
+    say: Say,
+    *,
+    in_process: bool,
+    named: _Named,
+    sampled_elsewhere: bool = False,
+) -> RunSetup:
     said: str | None = None
     if starts_small(settings):
         update, said = first_run(settings)
@@ -173,7 +189,8 @@ def _decide(settings: RunSettings, say: Say, *, in_process: bool, named: _Named)
     if mode.reads_tool_calls:
         parser, line = tool_parser(settings, local)
         say(line)
-    choices = Choices(constrain=constrains(settings, mode), tool_parser=parser)
+    constrain = not sampled_elsewhere and constrains(settings, mode)
+    choices = Choices(constrain=constrain, tool_parser=parser)
     plan = Plan(
         problems, settings.generation(), prompt, settings.num_samples, settings.seed, choices
     )

@@ -43,7 +43,6 @@ import orjson
 
 from tracegen.config import redact_url
 from tracegen.errors import (
-    AuthError,
     BackendError,
     BadRequest,
     ModelNotFound,
@@ -190,7 +189,7 @@ class OpenAIBackend(HttpBackend):
         try:
             return await self.request_json("GET", path, None, None)
         except BackendError as e:
-            if not e.answered or isinstance(e, AuthError):
+            if not e.answered or e.every_request:
                 raise
             return None
 

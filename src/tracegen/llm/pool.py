@@ -11,10 +11,10 @@ return (after a bench, one more failure benches it again). When every host is be
 none has answered for ``max_outage_s`` (the run's ``max_outage_s`` setting), the pool gives
 up with `HostsDown`, which stops the run (``stops="run"``) instead of failing episode after
 episode; ``outage`` keeps it. A request a host answered twice the same unreadable way
-(`RepeatedAnswer`) is tried on another host. A host whose answers cannot be read
-(`UnreadableServer`) is taken out for the rest of the run and its request tried on another;
-when every host is out, that is the outage at once (an `UnreadableServer`, which stops the run
-too: no waiting makes such a server readable).
+(`RepeatedAnswer`: ``host_fault="answer"``) is tried on another host. A host whose answers
+cannot be read (`UnreadableServer`: ``host_fault="host"``) is taken out for the rest of the run
+and its request tried on another; when every host is out, that is the outage at once (an
+`UnreadableServer`, which stops the run too: no waiting makes such a server readable).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tracegen.config import MAX_OUTAGE_S
 from tracegen.errors import (
     BackendError,
     HostsDown,
-    RepeatedAnswer,
     ServerError,
     UnreadableServer,
 )
@@ -74,7 +74,7 @@ class HostPool:
         failures_to_bench: int = 3,
         bench_s: float = 5.0,
         max_bench_s: float = 120.0,
-        max_outage_s: float = 600.0,
+        max_outage_s: float = MAX_OUTAGE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not backends:
@@ -135,28 +135,23 @@ class HostPool:
             tried.add(h.name)
             try:
                 result = await send(h.backend)
-            except UnreadableServer as e:
-                h.failures += 1
-                h.last_error = str(e)
-                h.benched_until = math.inf
-                if all(x.benched_until == math.inf for x in self.hosts):
-                    self.outage = self._unreadable_error()
-                    raise self.outage from None
-                if not self._others_left(tried):
-                    raise ServerError(str(e)) from None  # the episode may run again later
-            except RepeatedAnswer as e:  # this host's answer to this request; others may read
-                h.failures += 1
-                h.last_error = str(e)
-                if not self._others_left(tried):
-                    raise
             except BackendError as e:
-                if not e.retryable:
+                if e.host_fault is None and not e.retryable:
                     raise
                 h.failures += 1
-                h.streak += 1
                 h.last_error = str(e)
-                if h.streak >= self.failures_to_bench and h.benched_until <= self._clock():
-                    self._bench(h)
+                if e.host_fault == "host":  # out for the run
+                    h.benched_until = math.inf
+                    if all(x.benched_until == math.inf for x in self.hosts):
+                        self.outage = self._unreadable_error()
+                        raise self.outage from None
+                    if not self._others_left(tried):
+                        raise ServerError(str(e)) from None  # the episode may run again later
+                    continue
+                if e.host_fault is None:  # the host's failure; ``failures_to_bench`` bench it
+                    h.streak += 1
+                    if h.streak >= self.failures_to_bench and h.benched_until <= self._clock():
+                        self._bench(h)
                 if not self._others_left(tried):
                     raise
             else:

@@ -237,7 +237,9 @@ class HttpBackend:
         async def once() -> T:
             try:
                 result = await attempt()
-            except ProtocolError as e:
+            except BackendError as e:
+                if not e.unreadable:
+                    raise
                 reason = str(e).split("; it began: ", 1)[0]
                 if reasons and reasons[-1] == reason:
                     raise self._repeated(e) from None
@@ -249,7 +251,7 @@ class HttpBackend:
 
         return await self.retry_policy.call(once)
 
-    def _repeated(self, e: ProtocolError) -> BackendError:
+    def _repeated(self, e: BackendError) -> BackendError:
         self._repeats += 1
         what = str(e).removeprefix(self.host + " ")
         if self._repeats < REPEATS_IN_A_ROW:
@@ -291,7 +293,9 @@ class HttpBackend:
             raise self._gave_up[path]
         try:
             data = await self._request_json(method, path, body, model, limit)
-        except ProtocolError as e:
+        except BackendError as e:
+            if not e.unreadable:
+                raise
             count = self._unreadable[path] = self._unreadable.get(path, 0) + 1
             if count >= UNREADABLE_IN_A_ROW:
                 self._gave_up[path] = UnreadableServer(
