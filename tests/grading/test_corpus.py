@@ -167,6 +167,11 @@ from pathlib import Path
 from tracegen.cli import main
 import tracegen.views.verdict_stream, tracegen.grading.programs, tracegen.problems.contests
 import tracegen.sandbox.programs
+# What the command line imports only when it parses (the interpreter's modules may be where
+# nobody cannot read): a parse as root first.
+sys.argv = ["tracegen", "verify", "--help"]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main()
 """
 NOBODY_SCRIPT = """
 verdicts = {{}}
