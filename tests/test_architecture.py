@@ -177,6 +177,108 @@ def test_modes_ask_for_capabilities_never_which_backend_answered() -> None:
     assert not found, "\n".join(found)
 
 
+def test_backend_kinds_are_asked_for_their_flags_never_compared_by_name() -> None:
+    """What a backend kind is (runs the model in this process, what it can do) is declared on
+    its entry of `tracegen.llm.factory.BACKENDS`: no module compares a ``backend`` or a pool's
+    ``kind`` with a kind's name (``settings.backend == "local"``)."""
+    from tracegen.llm.factory import BACKENDS
+
+    def names_backend(node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr in ("backend", "kind")
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            named = any(isinstance(o, ast.Constant) and o.value in BACKENDS for o in operands)
+            if named and any(names_backend(o) for o in operands):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not found, "ask the backend's entry (runs_in_process…): " + ", ".join(found)
+
+
+def test_views_only_show() -> None:
+    """A view (`tracegen.views`) shows what it is given or reads: it runs nothing (no
+    sandbox, no executor, no run) and decides no settings; the command's library function
+    (`tracegen.generate.verify`…) builds the run and hands the view what to show."""
+    found = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted((PACKAGE / "views").rglob("*.py"))
+        for module in _imports(path)
+        if _top(module) in ("sandbox", "generate", "llm", "episode", "modes", "config")
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_a_flag_reaches_the_worker_through_the_settings_and_the_setup() -> None:
+    """A setting goes one way, CLI → settings → setup → worker: a command module builds its
+    `RunSettings` from its flags (`tracegen.config.load_settings`) and hands them on; below
+    the CLI, no module makes settings from loose values again (no `load_settings`, no
+    `RunSettings(...)` or `model_validate`), except the RL adapters, which read their
+    trainer's configuration."""
+    entry = {"cli", "atropos", "trl", "openenv", "verifiers_env", "nemo_gym", "serve", "config"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0].removesuffix(".py") in entry:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            called = (
+                f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            )
+            owner = (
+                f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+            )
+            if called in ("load_settings", "RunSettings") or (
+                called == "model_validate" and owner == "RunSettings"
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} calls {called}")
+    assert not found, "\n".join(found)
+
+
+BRANCHES_ON_A_SERVER_FAILURE = {
+    ("llm/pool.py", "UnreadableServer"): "a host that cannot be read is benched for good",
+    ("llm/pool.py", "RepeatedAnswer"): "another host may read the request afresh",
+    ("llm/openai.py", "AuthError"): "a probe refused its key is the answer, not a missing path",
+    ("llm/server_backend.py", "ProtocolError"): "the same unreadable answer twice escalates",
+    ("generate/doctor.py", "ModelNotFound"): "doctor names the command that pulls the model",
+    ("generate/doctor.py", "BadRequest"): "doctor warns of a server that refuses tools",
+}
+"""The only places that catch a kind of server failure by its class, each with why: what a
+failure stops (`BackendError.stops`), whether it is retried (``retryable``) and whether the
+server answered at all (``answered``) are read off the error, never decided by its class."""
+
+
+def test_what_a_server_failure_stops_is_read_off_the_error() -> None:
+    import tracegen.errors as errors
+
+    kinds = {
+        name
+        for name, kind in vars(errors).items()
+        if isinstance(kind, type) and issubclass(kind, errors.BackendError)
+    } - {"BackendError"}
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        if rel == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            caught: list[ast.expr] = []
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                caught = list(node.type.elts) if isinstance(node.type, ast.Tuple) else [node.type]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
+                caught = node.args[1:]
+            for name in caught:
+                if isinstance(name, ast.Name) and name.id in kinds:
+                    found.add((rel, name.id))
+    assert found <= set(BRANCHES_ON_A_SERVER_FAILURE), sorted(
+        found - set(BRANCHES_ON_A_SERVER_FAILURE)
+    )
+
+
 def test_every_console_is_the_sanitising_one() -> None:
     """Tables and panels reach the terminal through `tracegen.terminal`'s console, which escapes
     control and bidirectional characters: no other module makes a Rich console."""

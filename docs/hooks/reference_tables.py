@@ -39,6 +39,11 @@ def _bounds(field: Any) -> str:
     return ", ".join(shown)
 
 
+def _choices(names: list[str] | None) -> str:
+    """The names a setting takes, read from its registry (`presentation`)."""
+    return f" One of: {_cell(', '.join(f'`{n}`' for n in names))}." if names else ""
+
+
 def settings_reference() -> str:
     """Every setting of `tracegen run`, by panel, from its declaration."""
     from tracegen.cli.settings_options import presentation
@@ -52,7 +57,7 @@ def settings_reference() -> str:
         env = ", ".join(f"`{v}`" for v in shown["env"])
         row = (
             f"| `{name}` | {flags} | {env} | {default} | {_bounds(field)} | "
-            f"{_cell(field.description or '')} |"
+            f"{_cell(field.description or '')}{_choices(shown['choices'])} |"
         )
         panel = shown["panel"] if shown["option"] else "Environment and config file only"
         panels.setdefault(panel, []).append(row)

@@ -73,12 +73,15 @@ def cli(
     flags: tuple[str, ...] = (),
     repeat: bool = False,
     env: tuple[str, ...] = (),
+    choices: str | None = None,
 ) -> dict[str, Any]:
     """How a setting appears on the command line (``json_schema_extra`` of its field): in
     which help panel (default: Generation for the fields of `GenerationSettings`, Run for
     the others), under which flags (default: ``--the-name``), whether it repeats, and which
     environment variables set it besides ``TRACEGEN_THE_NAME`` (``env``: read when that one
-    is not set, as other tools name them: ``OLLAMA_HOST``)."""
+    is not set, as other tools name them: ``OLLAMA_HOST``). ``choices``: the registry whose
+    names the setting takes, as ``module:NAME`` (a dict, or a function returning the names),
+    read when help or the settings page is made: they list its keys, never a copy."""
     return {
         "cli": {
             "option": option,
@@ -86,6 +89,7 @@ def cli(
             "flags": list(flags),
             "repeat": repeat,
             "env": list(env),
+            "choices": choices,
         }
     }
 
@@ -129,7 +133,11 @@ class GenerationSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    mode: str = Field(default="inline-tools", description="Conversation protocol.")
+    mode: str = Field(
+        default="inline-tools",
+        description="Conversation protocol (docs: Modes).",
+        json_schema_extra=cli(choices="tracegen.modes.registry:MODES"),
+    )
     model: str = Field(
         default="qwen3:8b",
         min_length=1,
@@ -179,9 +187,9 @@ class GenerationSettings(BaseModel):
         description="inline-tools: auto (the server's best), prefill, raw or continue.",
     )
     tool_parser: str | None = Field(
-        default=None,
-        description="native-tools: format of tool calls written as text: auto (the default: "
-        "from the chat template or the model's name) or a family (docs: Modes, Tool calls).",
+        default="auto",
+        description="native-tools: format of tool calls written as text: auto (from the chat "
+        "template or the model's name) or a family (docs: Modes, Tool calls).",
     )
     exec_timeout: float = Field(
         default=10.0,
@@ -236,11 +244,10 @@ class RunSettings(GenerationSettings):
 
     backend: str = Field(
         default="auto",
-        description="Server kind: ollama, openai (an OpenAI-compatible server) or local "
-        "(llama.cpp in process); auto finds out what answers at each host, and runs "
-        "the embedded model when no host or model is given and nothing answers at Ollama's "
-        "address.",
-        json_schema_extra=cli(panel=MODEL_PANEL),
+        description="Server kind (openai: an OpenAI-compatible server; local: llama.cpp in "
+        "process); auto finds out what answers at each host, and runs the embedded model "
+        "when no host or model is given and nothing answers at Ollama's address.",
+        json_schema_extra=cli(panel=MODEL_PANEL, choices="tracegen.llm.factory:backend_names"),
     )
     threads: int | None = Field(
         default=None,
@@ -275,9 +282,10 @@ class RunSettings(GenerationSettings):
     )
     problems: str = Field(
         default="builtin",
-        description="builtin, starter, humaneval, mbpp, gsm8k, or a file (tracegen JSONL/YAML, "
-        "HumanEval).",
-        json_schema_extra=cli(panel=PROBLEMS_PANEL),
+        description="A problem set by name, or a file (tracegen JSONL/YAML, HumanEval).",
+        json_schema_extra=cli(
+            panel=PROBLEMS_PANEL, choices="tracegen.problems.loader:source_names"
+        ),
     )
     limit: int | None = Field(
         default=None,
@@ -322,8 +330,8 @@ class RunSettings(GenerationSettings):
     )
     sandbox: str = Field(
         default="auto",
-        description="Isolation: auto (bubblewrap where it runs, else builtin), bwrap, builtin, "
-        "rlimit (weak).",
+        description="Isolation of the generated code (docs: Sandbox).",
+        json_schema_extra=cli(choices="tracegen.config:SANDBOXES"),
     )
     sandbox_packages: bool = Field(
         default=False,

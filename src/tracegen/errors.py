@@ -85,6 +85,10 @@ class BackendError(TracegenError):
     exit_code = 1
     stops: ClassVar[Stops] = "episode"
     """What it stops (`Stops`)."""
+    answered: ClassVar[bool] = True
+    """Whether the server answered at all (False: it could not be reached, or did not answer
+    in time): probing what answers at a host reads an unanswered probe as nothing there, an
+    answered one as a server of another kind."""
     retry_after: float | None = None
     """Seconds the server asked to wait before trying again (``Retry-After``), if it said."""
 
@@ -98,6 +102,7 @@ class BackendUnavailable(BackendError):
     """The server cannot be reached (connection refused, DNS, TLS)."""
 
     stops: ClassVar[Stops] = "request"
+    answered: ClassVar[bool] = False
 
 
 class HostsDown(BackendUnavailable):
@@ -141,6 +146,7 @@ class BackendTimeout(BackendError):
     """The server did not answer in time."""
 
     stops: ClassVar[Stops] = "request"
+    answered: ClassVar[bool] = False
 
 
 class ProtocolError(BackendError):

@@ -60,6 +60,20 @@ def test_help_does_not_import_heavy_modules(argv):
     assert "Usage:" in out.stdout
 
 
+def test_convert_offers_each_format_of_the_registry_under_its_panel():
+    """convert's format flags are made from `tracegen.export.registry.FORMATS`: each entry's
+    flag (and, for ``--rl``, its value) is in the help, under the panel the entry declares."""
+    from tracegen.export.registry import FORMATS
+
+    help_text = runner.invoke(app, ["convert", "--help"]).output
+    for fmt in FORMATS.values():
+        flag, _, value = fmt.flag.partition(" ")
+        assert f"  {flag} " in help_text and value in help_text
+        if fmt.panel:
+            assert f"{fmt.panel}:" in help_text
+            assert help_text.index(f"{fmt.panel}:") < help_text.index(f"  {flag} ")
+
+
 def test_bad_setting_is_one_line_with_exit_status_2():
     result = runner.invoke(app, ["run", "--concurrency", "-1"])
     assert result.exit_code == 2

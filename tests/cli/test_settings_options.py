@@ -100,3 +100,36 @@ def test_commands_sharing_run_settings_take_their_declaration(
     for name in settings:
         assert str(FIELDS[name].description) in text, name
     assert "[env:" not in text  # these commands read their flags only
+
+
+def test_each_choice_list_in_help_is_the_keys_of_its_registry() -> None:
+    """`run --help` lists the names a setting takes from the registry that holds them: a
+    mode, a backend kind, an isolation or a problem set added there is offered at once."""
+    from tracegen.config import SANDBOXES
+    from tracegen.llm.factory import backend_names
+    from tracegen.modes.registry import MODES
+    from tracegen.problems.loader import source_names
+
+    text = help_text("run")
+    registries = {
+        "mode": list(MODES),
+        "backend": list(backend_names()),
+        "sandbox": [f"{k} ({v})" for k, v in SANDBOXES.items()],
+        "problems": source_names(),
+    }
+    for name, names in registries.items():
+        assert presentation(name, FIELDS[name])["choices"] == names, name
+        assert f"[choices: {', '.join(names)}]" in text, name
+
+
+def test_registries_and_the_types_naming_their_keys_agree() -> None:
+    """Where a type also names a registry's keys (for the type checker), they are the same
+    names: ``--executor``'s and `EXECUTORS`, the isolations and `SANDBOXES`."""
+    import typing
+
+    from tracegen.config import SANDBOXES
+    from tracegen.generate.run import EXECUTORS
+    from tracegen.sandbox.base import IsolationName
+
+    assert set(typing.get_args(FIELDS["executor"].annotation)) == set(EXECUTORS)
+    assert {"auto", *typing.get_args(IsolationName)} == set(SANDBOXES)

@@ -19,6 +19,7 @@ from tests.support.runs import (
     problem_number,
     read,
     solver,
+    spawn,
 )
 from tracegen import errors
 from tracegen.config import RunSettings
@@ -200,6 +201,22 @@ def test_a_run_no_server_answered_leaves_no_files(cli, workspace):
     assert result.exit_code == 1
     made = {workspace.out, workspace.rejects, workspace.out.with_name("traces.jsonl.state")}
     assert not made & set(workspace.dir.iterdir())
+
+
+def test_overwrite_leaves_every_file_as_it_was_when_no_server_answers(cli, model, workspace):
+    """``--overwrite`` starts the files afresh only once a server has answered: a run against
+    a dead one exits 1 with the traces of the last run intact."""
+    first = cli(workspace.args(model, "--rejects", str(workspace.rejects), "--only-success"))
+    assert first.exit_code == 0, first.output
+    state = workspace.out.with_name("traces.jsonl.state")
+    files = (workspace.out, workspace.rejects, state)
+    before = {p: p.read_bytes() for p in files}
+    assert all(before.values())
+    args = workspace.args(dead_url(), "--rejects", str(workspace.rejects), "--only-success")
+    proc = spawn([*args, "--temperature", "0.1", "--overwrite"])
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    assert {p: p.read_bytes() for p in files} == before
 
 
 def test_unknown_model_stops_the_run_with_one_line(cli, model, workspace):

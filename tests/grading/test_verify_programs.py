@@ -124,12 +124,13 @@ def test_livecodebench_functional_row_end_to_end(tmp_path: Path) -> None:
 NOBODY_IMPORTS = """
 import asyncio, concurrent.futures.thread, json
 from pathlib import Path
-from tracegen.views.verdict_stream import verify_command
+from tracegen.config import RunSettings
+from tracegen.generate.verify import verify_command
 import tracegen.grading.programs, tracegen.problems.contests, tracegen.sandbox.programs
 """
 NOBODY_SCRIPT = """
-verify_command(solutions=Path({solutions!r}), problems={problems!r}, output=Path({out!r}),
-               json_out=True, sandbox={isolation!r})
+settings = RunSettings(problems={problems!r}, sandbox={isolation!r})
+verify_command(settings, solutions=Path({solutions!r}), output=Path({out!r}), json_out=True)
 print(json.dumps([json.loads(line) for line in Path({out!r}).read_text().splitlines()]))
 """
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 from typer._click.utils import make_default_short_help
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from tracegen.errors import TracegenError
 from tracegen.terminal import one_line
@@ -73,6 +73,31 @@ class _Group(TyperGroup):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+class PanelCommand(TyperCommand):
+    """A command whose plain help shows its options under the panels they declare
+    (``rich_help_panel``), after the ones that declare none, as rich help would."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments: list[tuple[str, str]] = []
+        panels: dict[str, list[tuple[str, str]]] = {"Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append(record)
+            else:
+                panel = getattr(param, "rich_help_panel", None) or "Options"
+                panels.setdefault(panel, []).append(record)
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        for panel, records in panels.items():
+            if records:
+                with formatter.section(panel):
+                    formatter.write_dl(records)
 
 
 @dataclass

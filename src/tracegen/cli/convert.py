@@ -1,33 +1,45 @@
-"""`tracegen convert`."""
+"""`tracegen convert`: its format flags are made from the formats' registry
+(`tracegen.export.registry.FORMATS`), each with the help its entry declares."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from tracegen.cli.app import app
+from tracegen.cli.app import PanelCommand, app
+from tracegen.export.registry import TOKENS, VALUED, flag_help, flags
 
-TOKENS = "Token ids (RL, tokenized SFT)"
+
+def _parameter(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
 
 
-@app.command()
+def _format_options() -> list[inspect.Parameter]:
+    """One option per flag of the registry: a switch, or (``--rl``) a flag taking a value."""
+    out = []
+    for flag, formats in flags().items():
+        option = typer.Option(flag, help=flag_help(flag), rich_help_panel=formats[0].panel)
+        kind: Any = str | None if flag in VALUED else bool
+        out.append(
+            inspect.Parameter(
+                _parameter(flag),
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=None if flag in VALUED else False,
+                annotation=Annotated[kind, option],
+            )
+        )
+    return out
+
+
 def convert(
     input: Annotated[Path, typer.Argument(help="Trace file (JSONL).")],
     output: Annotated[
         Path | None,
         typer.Option("-o", "--output", help="JSONL output [default: IN.<format>.jsonl]."),
     ] = None,
-    chat_format: Annotated[
-        bool, typer.Option("--chat-format", help="OpenAI chat `messages` (TRL SFTTrainer).")
-    ] = False,
-    sharegpt: Annotated[
-        bool, typer.Option("--sharegpt", help="ShareGPT `conversations` (from/value).")
-    ] = False,
-    training_format: Annotated[
-        bool, typer.Option("--training-format", help="Problem + one assistant message.")
-    ] = False,
     to_hf: Annotated[
         Path | None,
         typer.Option("--to-hf", help="Save a Hugging Face dataset (load_from_disk) here."),
@@ -44,23 +56,6 @@ def convert(
     ] = False,
     keep_logprobs: Annotated[
         bool, typer.Option("--keep-logprobs", help="Carry token logprobs through.")
-    ] = False,
-    rl: Annotated[
-        str | None,
-        typer.Option(
-            "--rl",
-            help="RL rollouts as token ids: trl (GRPOTrainer rollout_func) or atropos "
-            "(ScoredDataGroup per problem).",
-            rich_help_panel=TOKENS,
-        ),
-    ] = None,
-    tokenized: Annotated[
-        bool,
-        typer.Option(
-            "--tokenized",
-            help="input_ids + assistant_masks for SFTTrainer (model tokens only).",
-            rich_help_panel=TOKENS,
-        ),
     ] = False,
     tokenizer: Annotated[
         Path | None,
@@ -100,16 +95,20 @@ def convert(
             rich_help_panel=TOKENS,
         ),
     ] = False,
+    **asked: Any,
 ) -> None:
     """Turn traces into chat, ShareGPT, single-message, RL or tokenized training data,
     JSONL/HF/Parquet."""
     from tracegen.export.convert import convert_command
 
-    asked = {"--chat-format": chat_format, "--sharegpt": sharegpt}
-    asked |= {"--training-format": training_format, "--tokenized": tokenized}
+    formats = []
+    for flag in flags():
+        value = asked[_parameter(flag)]
+        if value:
+            formats.append(f"{flag} {value}" if flag in VALUED else flag)
     convert_command(
         input=input,
-        formats=[flag for flag, on in asked.items() if on] + ([f"--rl {rl}"] if rl else []),
+        formats=formats,
         output=output,
         to_hf=to_hf,
         parquet=parquet,
@@ -123,3 +122,8 @@ def convert(
         min_group_size=min_group_size,
         drop_equal_scores=drop_equal_scores,
     )
+
+
+_own = list(inspect.signature(convert, eval_str=True).parameters.values())[:-1]
+convert.__signature__ = inspect.Signature([*_own[:2], *_format_options(), *_own[2:]])  # type: ignore[attr-defined]
+app.command(cls=PanelCommand)(convert)

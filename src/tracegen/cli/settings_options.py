@@ -5,6 +5,7 @@ from that declaration. Imported only when a command that takes settings is built
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import types
 import typing
@@ -38,13 +39,27 @@ def presentation(name: str, field: FieldInfo) -> dict[str, Any]:
     shown["flags"] = shown.get("flags") or ["--" + name.replace("_", "-")]
     shown["env"] = env_names(name, field)
     shown["default"] = shown_default(field)
+    shown["choices"] = choices(shown["choices"]) if shown.get("choices") else None
     return shown
 
 
+def choices(where: str) -> list[str]:
+    """The names the registry ``module:NAME`` holds, each with what it is where the registry
+    says (a dict of name → one line: ``auto (bubblewrap where it runs…)``)."""
+    module, _, name = where.partition(":")
+    registry = getattr(importlib.import_module(module), name)
+    if isinstance(registry, dict):
+        return [f"{k} ({v})" if isinstance(v, str) else str(k) for k, v in registry.items()]
+    return [str(k) for k in registry()]
+
+
 def help_text(field: FieldInfo, shown: dict[str, Any], *, env: bool = True) -> str:
-    """An option's help: the setting's description, its default and (``env``) the variables
-    that set it, as rich help shows them (brackets escaped, not markup)."""
+    """An option's help: the setting's description, the names it takes (from its registry),
+    its default and (``env``) the variables that set it, as rich help shows them (brackets
+    escaped, not markup)."""
     text = escape(field.description or "")
+    if shown["choices"]:
+        text += escape(f" [choices: {', '.join(shown['choices'])}]")
     if shown["default"] is not None:
         text += escape(f" [default: {shown['default']}]")
     if env:

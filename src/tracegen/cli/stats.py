@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from tracegen.cli.app import app
+from tracegen.views.breakdowns import BY_KEYS
 
 
 @app.command()
@@ -14,7 +15,8 @@ def stats(
     files: Annotated[list[str], typer.Argument(help="Trace files or globs.")],
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
     by: Annotated[
-        str | None, typer.Option("--by", help="Break down by mode, model or problem.")
+        str | None,
+        typer.Option("--by", help=f"Break down by one of: {', '.join(BY_KEYS)}."),
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Malformed lines are fatal.")] = False,
 ) -> None:

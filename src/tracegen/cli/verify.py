@@ -41,15 +41,15 @@ def build() -> Callable[..., None]:
             ),
         ] = False,
     ) -> None:
-        from tracegen.views.verdict_stream import verify_command
+        from tracegen.config import RunSettings, load_settings
+        from tracegen.generate.verify import verify_command
 
+        given = {"problems": problems, "sandbox": sandbox, "sandbox_packages": sandbox_packages}
         verify_command(
+            load_settings(RunSettings, given, env={}),
             solutions=solutions,
-            problems=problems or "builtin",
             output=output,
             json_out=json_out,
-            sandbox=sandbox or "auto",
-            packages=bool(sandbox_packages),
             time_scale=time_scale,
             all_tests=all_tests,
         )

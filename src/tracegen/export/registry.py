@@ -1,10 +1,11 @@
 """The output formats of `tracegen convert`, by name.
 
-A format is its name (``IN.<name>.jsonl``), the flag that asks for it, the `Builder` that
-makes its records, their `datasets` features, the options it takes, and what the dataset
-card says of its records. Every output (JSONL, Parquet, ``--to-hf``) carries every format.
-Each entry loads what makes its records when it is used: the token formats bring numpy,
-which a text format has no use for.
+A format is its name (``IN.<name>.jsonl``), the flag that asks for it (and its help), the
+`Builder` that makes its records, their `datasets` features, the options it takes, and what
+the dataset card says of its records. Every output (JSONL, Parquet, ``--to-hf``) carries every
+format. `tracegen convert`'s format flags are made from these entries (`flags`). Each entry
+loads what makes its records when it is used: the token formats bring numpy, which a text
+format has no use for; reading the entries imports neither, so ``convert --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from tracegen.errors import ConfigError
-from tracegen.export.builder import Builder, ConvertCounts, ConvertOptions
 
 if TYPE_CHECKING:
     from datasets import Features
+
+    from tracegen.export.builder import Builder, ConvertCounts, ConvertOptions
 
 
 class _Maker(Protocol):
@@ -33,12 +35,17 @@ class Format:
     name: str
     flag: str
     """How it is asked for: ``--chat-format``, ``--rl trl``."""
+    help: str
+    """What ``--help`` says of it: of the flag, or of the value (``trl``) of a flag that
+    takes one."""
     load: Callable[[], _Maker]
     """What makes its records, imported when called."""
     takes: frozenset[str]
     """The options of `ConvertOptions` shaping records that it takes, by flag."""
     fields: str
     """The dataset card's account of a record."""
+    panel: str | None = None
+    """The ``--help`` panel of its flag (None: Options)."""
 
     def builder(self, options: ConvertOptions, counts: ConvertCounts) -> Builder:
         return self.load().builder(options, counts)
@@ -89,6 +96,8 @@ TEXT_FIELDS = (
     "(`<result>`, `<error>`, `<tool_response>`) are inside assistant text in some formats: "
     "mask them from the loss when training."
 )
+TOKENS = "Token ids (RL, tokenized SFT)"
+"""The help panel of the formats made of token ids and of the options they take."""
 TOKEN_OPTIONS = frozenset({"--tokenizer", "--require-exact"})
 TOKEN_FIELDS = (
     " `token_source` says where the ids came from: `exact` (as the backend returned them) or "
@@ -108,6 +117,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "chat",
             "--chat-format",
+            "OpenAI chat `messages` (TRL SFTTrainer).",
             _chat,
             frozenset({"--reasoning-field", "--keep-logprobs"}),
             TEXT_FIELDS,
@@ -115,6 +125,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "sharegpt",
             "--sharegpt",
+            "ShareGPT `conversations` (from/value).",
             _sharegpt,
             frozenset({"--keep-logprobs"}),
             TEXT_FIELDS,
@@ -122,6 +133,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "training",
             "--training-format",
+            "Problem + one assistant message.",
             _training,
             frozenset({"--keep-logprobs"}),
             TEXT_FIELDS,
@@ -129,6 +141,7 @@ FORMATS: dict[str, Format] = {
         Format(
             "rl-trl",
             "--rl trl",
+            "GRPOTrainer rollout_func",
             _trl,
             TOKEN_OPTIONS,
             "Each row is an episode as a TRL `GRPOTrainer` `rollout_func` returns it: "
@@ -137,10 +150,12 @@ FORMATS: dict[str, Format] = {
             "tracegen's tokens), `logprobs_kind` (`processed`, `raw at T=…` or `unknown`), "
             "with `reward`, `score`, `success`, `error_kind`, `error_reason`, `id`, "
             "`problem_id`, `sample`, `mode` and `model`." + TOKEN_FIELDS + FAILED_FIELDS,
+            panel=TOKENS,
         ),
         Format(
             "rl-atropos",
             "--rl atropos",
+            "ScoredDataGroup per problem",
             _atropos,
             TOKEN_OPTIONS | {"--min-group-size", "--drop-equal-scores"},
             "Each row is the group of one problem's samples in the shape of Atropos' "
@@ -148,10 +163,12 @@ FORMATS: dict[str, Format] = {
             "tokens), `inference_logprobs` (`1.0` where masked), `scores`, `messages`, with "
             "`ids`, `turns`, `token_sources`, `successes`, `errors` and `logprobs_kinds` per "
             "sample." + TOKEN_FIELDS + FAILED_FIELDS,
+            panel=TOKENS,
         ),
         Format(
             "tokenized",
             "--tokenized",
+            "input_ids + assistant_masks for SFTTrainer (model tokens only).",
             _tokenized,
             TOKEN_OPTIONS | {"--max-length"},
             "Each row is pre-tokenized for TRL's `SFTTrainer`: `input_ids`, `attention_mask` "
@@ -159,9 +176,32 @@ FORMATS: dict[str, Format] = {
             "what tracegen wrote), `truncated` when cut to `--max-length`, with `reward`, "
             "`score`, `success`, `error_kind`, `error_reason`, `id`, `problem_id`, `sample`, "
             "`mode` and `model`." + TOKEN_FIELDS + FAILED_FIELDS,
+            panel=TOKENS,
         ),
     )
 }
+
+
+VALUED: dict[str, str] = {"--rl": "RL rollouts as token ids"}
+"""The flags that take a value naming one format (``--rl trl``), and what they ask for."""
+
+
+def flags() -> dict[str, list[Format]]:
+    """Each flag of `FORMATS` (``--rl`` once, with the formats its values name), in order."""
+    out: dict[str, list[Format]] = {}
+    for f in FORMATS.values():
+        out.setdefault(f.flag.split()[0], []).append(f)
+    return out
+
+
+def flag_help(flag: str) -> str:
+    """What ``--help`` says of ``flag``: its format's help, or (a flag taking a value) what it
+    asks for and each value it takes, from the entries."""
+    formats = flags()[flag]
+    if flag not in VALUED:
+        return formats[0].help
+    values = [f"{f.flag.partition(' ')[2]} ({f.help})" for f in formats]
+    return f"{VALUED[flag]}: {' or '.join(values)}."
 
 
 def _flags(formats: list[Format]) -> str:

@@ -13,7 +13,14 @@ from rich.text import Text
 from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, BadRequest, ConfigError, ModelNotFound, TracegenError
 from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
-from tracegen.llm.factory import Found, backend_for, choose_backend, identify, local_backend
+from tracegen.llm.factory import (
+    Found,
+    backend_for,
+    choose_backend,
+    identify,
+    local_backend,
+    runs_in_process,
+)
 from tracegen.llm.server_backend import PROBE_TIMEOUT_S
 from tracegen.modes import get_mode
 from tracegen.parsing.tool_parsers import choose_parser
@@ -71,7 +78,7 @@ async def run_checks(settings: RunSettings) -> list[Check]:
     """Every host's checks (or the embedded model's), then the sandbox's."""
     settings = await choose_backend(settings, lambda _: None)
     checks: list[Check] = []
-    if settings.backend == "local":
+    if runs_in_process(settings.backend):
         checks += await check_local(settings)
     else:
         for host in settings.hosts:
@@ -267,7 +274,7 @@ def check_sandbox(settings: RunSettings) -> Check:
         detail += f"; bubblewrap not used: {info.bwrap_problem}"
     if info.warning:
         return Check("sandbox", "warn", f"{detail} ({info.warning})")
-    if settings.backend == "local" and info.name == "rlimit":
+    if runs_in_process(settings.backend) and info.name == "rlimit":
         return Check("sandbox", "warn", f"{detail}; {RLIMIT_AND_LOCAL}")
     return Check("sandbox", "ok", detail)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracegen.config import GenerationSettings, RunSettings
+from tracegen.llm.factory import runs_in_process
 from tracegen.llm.packaged import DEFAULT_MODEL
 
 STARTER_PROBLEMS = "starter"
@@ -31,7 +32,7 @@ GENERATION = (set(GenerationSettings.model_fields) | {"num_samples"}) - {"model"
 def starts_small(settings: RunSettings) -> bool:
     """Whether this is a first run: the default embedded model, and no problems named."""
     return (
-        settings.backend == "local"
+        runs_in_process(settings.backend)
         and settings.model == DEFAULT_MODEL
         and "problems" not in settings.model_fields_set
         and not settings.problem_ids

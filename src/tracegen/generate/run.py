@@ -26,7 +26,6 @@ from tracegen.generate.shards import (
 from tracegen.jsonl import special_file_warning
 from tracegen.llm.factory import open_pool
 from tracegen.llm.pool import HostPool
-from tracegen.modes import get_mode
 
 
 def _local_executor() -> type[Executor]:
@@ -64,7 +63,6 @@ async def _run(settings: RunSettings) -> int:
     reporter = Reporter(
         stats, lambda: pool.in_flight if pool else 0, display=Reporter.choose(settings.quiet)
     )
-    get_mode(settings.mode)  # an unknown mode is refused before any server is asked
     executor = executor_class(settings.executor)
     setup = await prepare(settings, reporter.info, in_process=executor.in_process)
     settings, plan, local = setup.settings, setup.plan, setup.local
@@ -89,6 +87,7 @@ async def _run(settings: RunSettings) -> int:
         overwrite=settings.overwrite,
         warn=reporter.warn,
         plan=shard[1].fingerprint(shard[0].index) if shard is not None else None,
+        start=False,
     )
     status = 0
     try:
@@ -97,8 +96,6 @@ async def _run(settings: RunSettings) -> int:
         if stats.total == 0:
             reporter.info(f"nothing to do: all {plan.size} episodes were already run")
         else:
-            if shard is not None:
-                unmark_done(output)
             if local is not None:
                 reporter.info(local.describe(constrained=setup.choices.constrain))
             pool = await open_pool(
@@ -111,6 +108,9 @@ async def _run(settings: RunSettings) -> int:
             if local is not None:
                 reporter.info(f"local: model loaded in {local.load_s:.1f}s")
             try:
+                files.start()  # a server answered: the files change from here on
+                if shard is not None:
+                    unmark_done(output)
                 status = await executor(settings, plan, files, pool, stats, reporter).execute()
             finally:
                 await pool.aclose()

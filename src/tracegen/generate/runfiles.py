@@ -119,6 +119,7 @@ class RunFiles:
         overwrite: bool,
         warn: Callable[[str], None],
         plan: PlanFingerprint | None = None,
+        start: bool = True,
     ) -> None:
         self.output = output
         self.rejects = rejects
@@ -143,27 +144,47 @@ class RunFiles:
         ]
         """The files this run makes: removed again when it records nothing (`close`)."""
         self.recorded = 0
+        self._kinds = kinds
+        self._overwrite = overwrite
+        self._settings = settings
+        self._warn = warn
+        self._out: JsonlWriter | None = None
+        self._rej: JsonlWriter | None = None
+        self._state: JsonlWriter | None = None
         self._lock = _RunLock(self.state, output)
         try:
-            _prepare(kinds, overwrite=overwrite, warn=warn)
+            _check(kinds, overwrite=overwrite)
             self.done: set[Key] = set()
-            current = self._scan(settings)
-            self._out = JsonlWriter(output)
-            self._rej = JsonlWriter(rejects) if rejects is not None else None
-            self._state = JsonlWriter(self.state)
-            if not current:
-                header = StateHeader(settings_hash=settings_hash, settings=settings, plan=plan)
-                self._state.write(header.row())
+            self._current = False if overwrite else self._scan(settings)
+            if start:
+                self.start()
         except BaseException:
             self._lock.release(refused=True)
             raise
+
+    def start(self) -> None:
+        """Begin writing: start the files afresh (``overwrite``) or drop a cut last line, and
+        record the settings. A run calls it once a server has answered, so that a run that
+        reaches none leaves every file as it found it."""
+        if self._state is not None:
+            return
+        _prepare(self._kinds, overwrite=self._overwrite, warn=self._warn)
+        self._out = JsonlWriter(self.output)
+        self._rej = JsonlWriter(self.rejects) if self.rejects is not None else None
+        self._state = JsonlWriter(self.state)
+        if not self._current:
+            header = StateHeader(
+                settings_hash=self.settings_hash, settings=self._settings, plan=self.plan
+            )
+            self._state.write(header.row())
 
     def _scan(self, settings: dict[str, Any]) -> bool:
         """Collect the attempted keys; whether the state's last header is the current one."""
         headers: dict[str, StateHeader] = {}
         last: StateHeader | None = None
         try:
-            for path, lineno, row in run_rows(self.output, self.rejects, self.state):
+            rows = run_rows(self.output, self.rejects, self.state, whole_lines=True)
+            for path, lineno, row in rows:
                 if path == self.state and "settings" in row:
                     last = _header(self.state, lineno, row)
                     headers[last.settings_hash] = last
@@ -203,6 +224,8 @@ class RunFiles:
 
     def record(self, trace: Trace, outcome: Outcome) -> None:
         """Write the trace where it belongs, then its state line (see the module docstring)."""
+        self.start()
+        assert self._out is not None and self._state is not None
         if outcome == "accepted":
             self._out.write(trace.to_row())
         elif self._rej is not None:
@@ -305,19 +328,26 @@ def _header(path: Path, lineno: int, row: dict[str, Any]) -> StateHeader:
         raise ConfigError(f"{path}:{lineno}: not a tracegen state header") from None
 
 
-def _prepare(kinds: dict[Path, str], *, overwrite: bool, warn: Callable[[str], None]) -> None:
-    """Start the files afresh, or check that they are ours and drop a cut last line."""
+def _check(kinds: dict[Path, str], *, overwrite: bool) -> None:
+    """Refuse, before touching anything, a directory or (unless ``overwrite``) a file that is
+    not ours."""
     for p in kinds:
         if p.is_dir():
             raise OutputError(f"{p}: is a directory")
-    kinds = {p: schema for p, schema in kinds.items() if not special_file(p)}  # nothing to resume
-    for p, schema in kinds.items():
+    if not overwrite:
+        for p, schema in kinds.items():
+            if not special_file(p):
+                _ensure_ours(p, schema)
+
+
+def _prepare(kinds: dict[Path, str], *, overwrite: bool, warn: Callable[[str], None]) -> None:
+    """Start the files afresh, or drop a cut last line."""
+    for p in kinds:
+        if special_file(p):  # nothing to resume
+            continue
         if overwrite:
             _truncate(p)
         else:
-            _ensure_ours(p, schema)
-    if not overwrite:
-        for p in kinds:
             _repair(p, warn)
 
 

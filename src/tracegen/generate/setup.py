@@ -21,7 +21,12 @@ from tracegen.errors import ConfigError
 from tracegen.generate.first_run import first_run, starts_small
 from tracegen.generate.plan import Plan
 from tracegen.llm.base import Capabilities
-from tracegen.llm.factory import choose_backend, known_capabilities, local_backend
+from tracegen.llm.factory import (
+    choose_backend,
+    known_capabilities,
+    local_backend,
+    runs_in_process,
+)
 from tracegen.llm.local import LocalBackend
 from tracegen.llm.retries import RetryPolicy
 from tracegen.modes import Mode, get_mode
@@ -37,7 +42,9 @@ class RunSetup:
     """One run, decided (see the module docstring)."""
 
     settings: RunSettings
-    """The settings the run uses: as given, with a first run's problems and preset."""
+    """The settings the run uses: as given, with the embedded model when ``--backend auto``
+    settled on it (its kind and default model) and a first run's problems and preset; the
+    user's own settings object is never changed."""
     mode: Mode
     prompt: str
     """The mode's system prompt, as sent."""
@@ -88,7 +95,7 @@ def constrains(settings: RunSettings, mode: Mode) -> bool:
     embedded model where the measured table (docs/backends.md, The local backend) says it
     helps (`Mode.constrain_auto`)."""
     return settings.constrain == "on" or (
-        settings.constrain == "auto" and settings.backend == "local" and mode.constrain_auto
+        settings.constrain == "auto" and runs_in_process(settings.backend) and mode.constrain_auto
     )
 
 
@@ -100,12 +107,27 @@ def tool_parser(settings: RunSettings, local: LocalBackend | None) -> tuple[str 
     return choice.parser, f"tool parser: {choice.describe()}"
 
 
-def _problems(settings: RunSettings) -> Sequence[Problem]:
-    """The problems ``settings`` name, once their mode and its prompt are known: each a
-    mistake refused before any server is asked."""
-    get_mode(settings.mode)
-    load_prompt(settings.mode, settings.prompts_dir)
-    return load_problems(settings.problems, limit=settings.limit, problem_ids=settings.problem_ids)
+@dataclass(frozen=True)
+class _Named:
+    """The mode, its prompt and the problems some settings name, each read once."""
+
+    mode: Mode
+    prompt: str
+    problems: Sequence[Problem]
+
+    @classmethod
+    def read(cls, settings: RunSettings, before: _Named | None = None) -> _Named:
+        """What ``settings`` name, each a mistake refused before any server is asked;
+        what ``before`` read for the same names is taken from it."""
+        if before is not None and before.mode.name == settings.mode:
+            mode, prompt = before.mode, before.prompt
+        else:
+            mode = get_mode(settings.mode)
+            prompt = load_prompt(settings.mode, settings.prompts_dir)
+        problems = load_problems(
+            settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
+        )
+        return cls(mode, prompt, problems)
 
 
 async def prepare(
@@ -118,37 +140,35 @@ async def prepare(
     (`tracegen.llm.factory.choose_backend`), and `decide` does the rest. ``in_process``:
     whether episodes run in this process, where the embedded model can serve them.
     """
-    problems = _problems(settings)
+    named = _Named.read(settings)
     settings = await choose_backend(settings, say)
-    return decide(settings, say, in_process=in_process, problems=problems)
+    return _decide(settings, say, in_process=in_process, named=named)
 
 
 def decide(
-    settings: RunSettings,
-    say: Say = lambda _: None,
-    *,
-    in_process: bool = True,
-    problems: Sequence[Problem] | None = None,
+    settings: RunSettings, say: Say = lambda _: None, *, in_process: bool = True
 ) -> RunSetup:
     """The run of ``settings`` whose backend needs no finding out (a kind named, or a policy
     sampled outside tracegen): `prepare` without asking any server."""
-    if problems is None:
-        problems = _problems(settings)
+    return _decide(settings, say, in_process=in_process, named=_Named.read(settings))
+
+
+def _decide(settings: RunSettings, say: Say, *, in_process: bool, named: _Named) -> RunSetup:
     said: str | None = None
     if starts_small(settings):
         update, said = first_run(settings)
         settings = settings.model_copy(update=update)
-        problems = load_problems(settings.problems, limit=settings.limit)
+        named = _Named.read(settings, named)
         say(said)
-    mode = get_mode(settings.mode)
-    prompt = load_prompt(settings.mode, settings.prompts_dir)
-    if settings.backend == "local" and not in_process:
+    mode, prompt, problems = named.mode, named.prompt, named.problems
+    embedded = runs_in_process(settings.backend)
+    if embedded and not in_process:
         raise ConfigError(
             f"--executor {settings.executor} runs episodes in other processes, which cannot "
             "use the model --backend local runs in this one: give --host a model server "
             "(Ollama, vLLM, SGLang, llama.cpp's server) or use --executor local"
         )
-    local = local_backend(settings) if settings.backend == "local" else None
+    local = local_backend(settings) if embedded else None
     parser: str | None = None
     if mode.reads_tool_calls:
         parser, line = tool_parser(settings, local)

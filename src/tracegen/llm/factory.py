@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tracegen.config import DEFAULT_HOST, RunSettings, redact_url
-from tracegen.errors import BackendError, BackendTimeout, BackendUnavailable, ConfigError
+from tracegen.errors import BackendError, BackendUnavailable, ConfigError
 from tracegen.llm.base import (
     Capabilities,
     HostBackend,
@@ -44,12 +44,16 @@ class BackendKind:
 
     server: ServerBackend | None
     capabilities: Capabilities | None
+    in_process: bool = False
+    """Whether it runs the model in tracegen's own process (no host): its episodes run in this
+    process only, a first run on its default model starts small (`tracegen.generate.first_run`)
+    and ``--constrain auto`` constrains where that was measured to help (`Mode.constrain_auto`)."""
 
 
 BACKENDS: dict[str, BackendKind] = {
     "ollama": BackendKind(OllamaBackend, OllamaBackend.capabilities),
     "openai": BackendKind(OpenAIBackend, None),
-    "local": BackendKind(None, LocalBackend.capabilities),
+    "local": BackendKind(None, LocalBackend.capabilities, in_process=True),
 }
 """The backend kinds by the name ``--backend`` takes (with ``auto``: find out what answers);
 model servers in the order ``auto`` tries them."""
@@ -66,6 +70,12 @@ def known_capabilities(kind: str) -> Capabilities | None:
     """What a backend kind can do, where known before anything answers."""
     entry = BACKENDS.get(kind)
     return entry.capabilities if entry else None
+
+
+def runs_in_process(kind: str) -> bool:
+    """Whether the backend kind runs its model in this process (`BackendKind.in_process`)."""
+    entry = BACKENDS.get(kind)
+    return entry is not None and entry.in_process
 
 
 def check_kind(settings: RunSettings) -> None:
@@ -147,9 +157,9 @@ async def identify(
             continue
         try:
             return Found(kind, await probe.server_info())
-        except (BackendUnavailable, BackendTimeout) as e:
-            return str(e)
         except BackendError as e:
+            if not e.answered:
+                return str(e)
             problem = str(e)
         finally:
             await probe.aclose()
@@ -199,7 +209,7 @@ async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> 
                 f"{DEFAULT_MODEL} in process (--backend local; --host names a server)"
             )
             settings = settings.model_copy(update={"backend": "local"})
-    if settings.backend == "local" and "model" not in settings.model_fields_set:
+    if runs_in_process(settings.backend) and "model" not in settings.model_fields_set:
         settings = settings.model_copy(update={"model": DEFAULT_MODEL})
     known = known_capabilities(settings.backend)
     if known is not None:
@@ -244,7 +254,7 @@ async def open_pool(
     or when a host cannot do what the run asks (``--continuation`` when the mode continues
     messages, ``--constrain on``); bench the hosts that do not answer. A local run has one
     backend, ``local`` (built here if not given), loaded now."""
-    if settings.backend == "local":
+    if runs_in_process(settings.backend):
         model = local or local_backend(settings)
         if continues_message:
             pick_continuation(settings.continuation, model.capabilities, model.server_name)

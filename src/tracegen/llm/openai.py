@@ -45,8 +45,6 @@ from tracegen.config import redact_url
 from tracegen.errors import (
     AuthError,
     BackendError,
-    BackendTimeout,
-    BackendUnavailable,
     BadRequest,
     ModelNotFound,
     Overloaded,
@@ -191,9 +189,9 @@ class OpenAIBackend(HttpBackend):
         its); a host that cannot be reached, is too slow or refuses the key is an error."""
         try:
             return await self.request_json("GET", path, None, None)
-        except (BackendUnavailable, BackendTimeout, AuthError):
-            raise
-        except BackendError:
+        except BackendError as e:
+            if not e.answered or isinstance(e, AuthError):
+                raise
             return None
 
     def _found(self, flavor: Flavor, version: str) -> ServerInfo:

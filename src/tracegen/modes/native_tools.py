@@ -22,7 +22,7 @@ from tracegen.episode.limits import unreadable_twice
 from tracegen.episode.session import Session
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
-from tracegen.parsing.tool_parsers import AUTO, choose_parser, parse_text_tool_calls
+from tracegen.parsing.tool_parsers import choose_parser, parse_text_tool_calls
 from tracegen.schema import Step, ToolCall, ToolPath, Trace
 
 TOOL_NAME = "python"
@@ -50,14 +50,12 @@ UNREADABLE = (
 
 
 def text_parser(session: Session) -> str | None:
-    """The family parser for calls written as text: ``--tool-parser``, or what ``auto`` chose
-    for the run (from the model's name when the run did not choose)."""
+    """The family parser for calls written as text, as the run chose it (`RunSetup.choices`:
+    ``--tool-parser``, or what ``auto`` found); an episode run without a setup chooses the same
+    way from the settings alone."""
     settings = session.settings
-    if settings.tool_parser and settings.tool_parser != AUTO:
-        return settings.tool_parser
-    if session.spec.choices.tool_parser:
-        return session.spec.choices.tool_parser
-    return choose_parser(None, None, settings.model).parser
+    chosen = session.spec.choices.tool_parser
+    return chosen or choose_parser(settings.tool_parser, None, settings.model).parser
 
 
 class NativeTools(TracedMode):

@@ -154,6 +154,42 @@ os._exit(0)
 """
 )
 
+_RUN_MAIN = """\
+    status = 0
+    try:
+        exec(compile(source, "main.py", "exec"), scope)
+<<AFTER>>    except SystemExit as e:
+        if e.code is None or type(e.code) is int:
+            status = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            status = 1
+    except BaseException as e:
+        try:
+            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        except BaseException:
+            pass
+        status = 1
+<<FINALIZE>>    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(status & 0xFF)
+"""
+"""How a candidate's Python program runs in its child, as ``python main.py`` runs it: its
+source executed in ``scope``, its exit status that of `SystemExit` (1 for an exception, its
+traceback on stderr), its streams flushed. One execution's driver runs something after it
+(a function's call, and the harness's threads and atexit functions); a batch driver
+does not."""
+_RUN_MAIN_ONCE = _RUN_MAIN.replace("<<AFTER>>", "        {after}\n").replace(
+    "<<FINALIZE>>",
+    '    sys.modules["tracegen.sandbox._harness"].finalize()'
+    "  # its threads, its atexit functions\n",
+)
+_RUN_MAIN_BATCH = _RUN_MAIN.replace("<<AFTER>>", "").replace("<<FINALIZE>>", "")
+
+
 _RUN = (
     _PRELUDE
     + """
@@ -189,30 +225,9 @@ def _program():
     sys.modules[{module}] = _module
     sys.path.insert(0, os.getcwd())
     scope = _module.__dict__
-    status = 0
-    try:
-        exec(compile(source, "main.py", "exec"), scope)
-        {after}
-    except SystemExit as e:
-        if e.code is None or type(e.code) is int:
-            status = e.code or 0
-        else:
-            print(e.code, file=sys.stderr)
-            status = 1
-    except BaseException as e:
-        try:
-            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
-        except BaseException:
-            pass
-        status = 1
-    sys.modules["tracegen.sandbox._harness"].finalize()  # its threads, its atexit functions
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    os._exit(status & 0xFF)
-
+"""
+    + _RUN_MAIN_ONCE
+    + """
 if _output is None:
     _program()
 _null = os.open("/dev/null", os.O_WRONLY)
@@ -299,28 +314,9 @@ def _child(w_out, w_err):
         source = f.read().decode("utf-8")
     scope = {{"__name__": "__main__", "__file__": os.path.abspath("main.py"),
               "__builtins__": __builtins__}}
-    status = 0
-    try:
-        exec(compile(source, "main.py", "exec"), scope)
-    except SystemExit as e:
-        if e.code is None or type(e.code) is int:
-            status = e.code or 0
-        else:
-            print(e.code, file=sys.stderr)
-            status = 1
-    except BaseException as e:
-        try:
-            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
-        except BaseException:
-            pass
-        status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    os._exit(status & 0xFF)
-
+"""
+    + _RUN_MAIN_BATCH
+    + """
 def _emit(data):
     view = memoryview(data)
     while view:

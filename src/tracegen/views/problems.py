@@ -5,19 +5,10 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from tracegen.config import RunSettings, load_settings
 from tracegen.jsonl import dumps
 from tracegen.problems.loader import load_problems
 from tracegen.schema import Problem
 from tracegen.terminal import console, json_bytes, text_table, untrusted
-
-
-def split_ids(problem_ids: str | None) -> list[str] | None:
-    """``"a, b"`` → ``["a", "b"]``, read as `tracegen run` reads ``--problem-ids``
-    (`tracegen.config.RunSettings`)."""
-    if problem_ids is None:
-        return None
-    return load_settings(RunSettings, {"problem_ids": problem_ids}, env={}).problem_ids
 
 
 def _test_kinds(problem: Problem) -> str:
@@ -26,10 +17,10 @@ def _test_kinds(problem: Problem) -> str:
 
 
 def problems_command(
-    *, source: str, limit: int | None, problem_ids: str | None, json_out: bool
+    *, source: str, limit: int | None, problem_ids: list[str] | None, json_out: bool
 ) -> None:
     """Print the selected problems: a rich table, or one problem JSON object per line."""
-    problems = load_problems(source, limit=limit, problem_ids=split_ids(problem_ids))
+    problems = load_problems(source, limit=limit, problem_ids=problem_ids)
     if json_out:
         out = sys.stdout.buffer
         for problem in problems:

@@ -39,9 +39,9 @@ import msgspec
 from tracegen.errors import ConfigError, InputFileError, JsonlError
 from tracegen.jsonl import iter_struct_blocks, line_spans
 from tracegen.terminal import json_bytes, one_line
+from tracegen.views.breakdowns import BY_KEYS
 from tracegen.views.pass_at_k import pass_at_k
 
-BY_KEYS = {"mode": "mode", "model": "model", "problem": "problem_id"}
 METRICS = (
     "think_segments",
     "code_blocks",
