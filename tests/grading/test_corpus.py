@@ -162,15 +162,15 @@ def judge_as_root(isolation: str) -> Judge:
 
 
 NOBODY_IMPORTS = """
-import contextlib, io, json, sys
+import asyncio, concurrent.futures.thread, contextlib, io, json, sys
 from pathlib import Path
 from tracegen.cli import main
-import tracegen.views.verdict_stream, tracegen.grading.programs, tracegen.problems.contests
+import tracegen.generate.verify, tracegen.grading.programs, tracegen.problems.contests
 import tracegen.sandbox.programs
 # What the command line imports only when it parses (the interpreter's modules may be where
 # nobody cannot read): a parse as root first.
 sys.argv = ["tracegen", "verify", "--help"]
-with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+with contextlib.redirect_stdout(io.TextIOWrapper(io.BytesIO())), contextlib.suppress(SystemExit):
     main()
 """
 NOBODY_SCRIPT = """
@@ -180,7 +180,7 @@ for file in {files!r}:
     sys.argv = ["tracegen", "verify", str(Path({work!r}) / (file + ".solutions.jsonl")),
                 "--problems", str(Path({work!r}) / (file + ".jsonl")), "--json",
                 "--sandbox", {isolation!r}, "-o", str(out)]
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.TextIOWrapper(io.BytesIO())):
         try:
             main()
         except SystemExit as e:
