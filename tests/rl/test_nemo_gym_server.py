@@ -14,8 +14,8 @@ import pytest
 pytestmark = pytest.mark.slow
 pytest.importorskip(
     "nemo_gym.base_resources_server",
-    reason="nemo-gym is not installed (no release installs on Python 3.11; 0.7 needs "
-    ">= 3.13.14): pip install 'tracegen[nemo-gym]'",
+    reason="nemo-gym is not installed (no release installs on Python 3.11: 0.2-0.4 need "
+    ">= 3.12, 0.5-0.7 >= 3.13.14): pip install 'tracegen[nemo-gym]'",
 )
 
 from nemo_gym.openai_utils import NeMoGymResponse  # noqa: E402

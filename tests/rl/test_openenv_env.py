@@ -163,6 +163,32 @@ def test_an_unknown_problem_or_a_step_before_reset_is_an_error(markers: str) -> 
     asyncio.run(main())
 
 
+def test_openenvs_stateless_http_reset_answers_and_its_step_says_to_use_a_session(
+    markers: str,
+) -> None:
+    """OpenEnv's ``POST /reset``/``/step`` make a new environment per request and call its
+    ``reset_async``/``step_async`` (``http_server.py``, openenv 0.10): a reset gives the
+    first turn; a step has no episode to continue, and says what to use instead."""
+    first = httpx.post(f"{markers}/reset", json={"problem_id": "add0"}, timeout=60)
+    assert first.status_code == 200 and not first.json()["done"]
+    assert "add(a, b)" in first.json()["observation"]["messages"][-1]["content"]
+    step = httpx.post(f"{markers}/step", json={"action": {"content": ADD_ANSWER}}, timeout=60)
+    assert step.status_code == 409
+    assert "WebSocket session" in step.json()["detail"] and "POST /step" in step.json()["detail"]
+
+
+def test_openenv_yaml_passes_openenvs_own_validation() -> None:
+    """``openenv validate`` (the package's manifest against OpenEnv's schema; the image
+    build it would do next needs Docker, so it is skipped with ``--skip-build``)."""
+    manifest = Path(make_app.__code__.co_filename).parent
+    done = subprocess.run(
+        [sys.executable, "-m", "openenv.cli", "validate", str(manifest), "--level", "static",
+         "--skip-build"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Verdict: PASS" in done.stdout, done.stdout + done.stderr
+
+
 def test_serving_with_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "TRACEGEN_MODE": "no-such-mode"}
     run = subprocess.run(
@@ -202,6 +228,11 @@ def test_python_m_tracegen_openenv_serves_openenv_s_routes(problems: Path) -> No
         schema = httpx.get(f"{url}/schema", timeout=10).json()
         assert "completion_ids" in schema["action"]["properties"]
         assert "messages" in schema["observation"]["properties"]
+        validate = [sys.executable, "-m", "openenv.cli", "validate", "--url", url]
+        done = subprocess.run(
+            [*validate, "--level", "runtime"], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0 and "Verdict: PASS" in done.stdout, done.stdout
     finally:
         proc.terminate()
         proc.wait(timeout=60)

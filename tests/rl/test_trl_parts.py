@@ -95,9 +95,56 @@ def test_the_reward_is_not_what_a_script_printed_when_the_policy_ran_it(
     assert not episode_trace(env).success
 
 
-def test_reset_needs_the_problem_column(env: TracegenEnvironment) -> None:
-    with pytest.raises(ValueError, match="problems_dataset"):
-        env.reset(prompt=[])
+SAMPLES = Path(__file__).parents[1] / "data" / "problems"
+
+
+def shipped_row(name: str) -> dict:
+    """The first row of a dataset sample, as the dataset ships it (tests/data/problems: rows
+    of openai/openai_humaneval and openai/gsm8k, see tests/problems/test_datasets.py)."""
+    return orjson.loads((SAMPLES / name).read_bytes().splitlines()[0])
+
+
+def test_reset_takes_a_row_of_a_dataset_as_it_ships_with_trls_prompt_beside_it(
+    env: TracegenEnvironment,
+) -> None:
+    row = shipped_row("humaneval_sample.jsonl")  # TRL's standard format: "prompt" a string
+    env.reset(**row)
+    assert env.problem is not None and env.problem.id == "HumanEval/0"
+    env.python(row["prompt"] + row["canonical_solution"])
+    assert episode_trace(env).success
+    gsm8k = shipped_row("gsm8k_sample.jsonl")
+    env.reset(prompt=[{"role": "user", "content": gsm8k["question"]}], **gsm8k)
+    assert episode_trace(env, "So she makes #### 18").success
+
+
+def test_reset_takes_a_problem_id_of_the_environments_problem_set() -> None:
+    problem = load_problems("builtin", limit=1)[0]
+    env = TracegenEnvironment(RunSettings(sandbox="rlimit", problems="builtin"))
+    env.reset(prompt=[{"role": "user", "content": "…"}], problem_id=problem.id)
+    assert env.problem == problem
+    with pytest.raises(ValueError, match=r"problem_id 'nope' is not in the problem set 'builtin'"):
+        env.reset(prompt="…", problem_id="nope")
+
+
+@pytest.mark.parametrize(
+    ("row", "said"),
+    [
+        ({"prompt": [{"role": "user", "content": ""}]}, "(its columns: prompt)"),
+        ({"prompt": "Add.", "question_text": "x"}, "(its columns: prompt, question_text)"),
+        ({"prompt": "Add.", "problem": "What is 2 + 2?"}, "'problem' column is not a tracegen"),
+        ({"prompt": ["…"], "task_id": "HumanEval/0", "entry_point": "f", "test": "x",
+          "canonical_solution": ""}, "not a valid HumanEval row: 'prompt' must be"),
+    ],
+)  # fmt: skip
+def test_a_row_that_names_no_problem_is_refused_naming_what_would_do(
+    env: TracegenEnvironment, row: dict, said: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        env.reset(**row)
+    assert said in str(refused.value)
+    assert "\n" not in str(refused.value)
+    if "its columns" in said:
+        assert "problems_dataset" in str(refused.value) and "'problem_id'" in str(refused.value)
 
 
 @pytest.mark.slow  # imports transformers

@@ -39,18 +39,13 @@ def _tokenizer(path: Path) -> Path:
     return make_tokenizer(path, template, special=TOOL_TOKENS, added=[GOOD, BAD, NULL])
 
 
-def test_grpo_with_tracegen_environments_moves_the_parameters_and_survives_bad_calls(
-    tmp_path: Path,
-) -> None:
-    """Two steps, the sandboxes closed, two steps more with the same (pooled) instances; a
-    null ``code`` is a tool error, never a crash."""
+def _trainer(tmp_path: Path, dataset, settings: RunSettings, reward):  # type: ignore[no-untyped-def]
+    """TRL's ``GRPOTrainer`` on the tiny model (module docstring), groups of 4, 2 steps."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     trl = pytest.importorskip("trl")
-    from tracegen.trl import TracegenEnvironment, TracegenReward, close_sandboxes, problems_dataset
+    from tracegen.trl import TracegenEnvironment
 
-    problems = tmp_path / "problems.jsonl"
-    problems.write_bytes(orjson.dumps(ADD_PROBLEM) + b"\n")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(_tokenizer(tmp_path / "tok")))
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>")}
     good, bad, null = (tokenizer.convert_tokens_to_ids(t) for t in (GOOD, BAD, NULL))
@@ -68,17 +63,6 @@ def test_grpo_with_tracegen_environments_moves_the_parameters_and_survives_bad_c
         eos_token_id=end,
     )
     model = transformers.Qwen3ForCausalLM(config)
-    before = {k: v.detach().clone() for k, v in model.named_parameters()}
-
-    rewards: list[float] = []
-    judge = TracegenReward(traces_path=tmp_path / "trl-traces.jsonl")
-
-    def reward(completions, **kwargs):  # type: ignore[no-untyped-def]
-        given = judge(completions, **kwargs)
-        rewards.extend(given)
-        return given
-
-    settings = RunSettings(sandbox="rlimit", exec_timeout=10, max_iterations=2)
     args = trl.GRPOConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=4,
@@ -95,14 +79,38 @@ def test_grpo_with_tracegen_environments_moves_the_parameters_and_survives_bad_c
         seed=0,
         generation_kwargs={"sequence_bias": bias},
     )
-    trainer = trl.GRPOTrainer(
+    return trl.GRPOTrainer(
         model=model,
         args=args,
         processing_class=tokenizer,
         reward_funcs=reward,
-        train_dataset=problems_dataset(str(problems)),
+        train_dataset=dataset,
         environment_factory=functools.partial(TracegenEnvironment, settings),
     )
+
+
+def test_grpo_with_tracegen_environments_moves_the_parameters_and_survives_bad_calls(
+    tmp_path: Path,
+) -> None:
+    """Two steps, the sandboxes closed, two steps more with the same (pooled) instances; a
+    null ``code`` is a tool error, never a crash."""
+    torch = pytest.importorskip("torch")
+    from tracegen.trl import TracegenReward, close_sandboxes, problems_dataset
+
+    problems = tmp_path / "problems.jsonl"
+    problems.write_bytes(orjson.dumps(ADD_PROBLEM) + b"\n")
+    rewards: list[float] = []
+    judge = TracegenReward(traces_path=tmp_path / "trl-traces.jsonl")
+
+    def reward(completions, **kwargs):  # type: ignore[no-untyped-def]
+        given = judge(completions, **kwargs)
+        rewards.extend(given)
+        return given
+
+    settings = RunSettings(sandbox="rlimit", exec_timeout=10, max_iterations=2)
+    trainer = _trainer(tmp_path, problems_dataset(str(problems)), settings, reward)
+    model = trainer.model
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
     trainer.train()
     close_sandboxes()
     trainer.train()
@@ -112,6 +120,30 @@ def test_grpo_with_tracegen_environments_moves_the_parameters_and_survives_bad_c
     assert len((tmp_path / "trl-traces.jsonl").read_bytes().splitlines()) == 16
     moved = [k for k, v in model.named_parameters() if not torch.equal(v.detach(), before[k])]
     assert moved, "GRPO changed no parameter"
+
+
+def test_grpo_on_a_dataset_a_user_builds_with_a_problem_id_column(tmp_path: Path) -> None:
+    """A dataset of TRL's own shape (a ``prompt`` column) and a ``problem_id`` of the
+    environment's problem set: TRL passes the whole row to ``reset``."""
+    from datasets import Dataset
+
+    from tracegen.trl import reward
+
+    problems = tmp_path / "problems.jsonl"
+    problems.write_bytes(orjson.dumps(ADD_PROBLEM) + b"\n")
+    rewards: list[float] = []
+
+    def scored(completions, **kwargs):  # type: ignore[no-untyped-def]
+        given = reward(completions, **kwargs)
+        rewards.extend(given)
+        return given
+
+    dataset = Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": "Write add(a, b)."}]], "problem_id": ["add"]}
+    )
+    settings = RunSettings(sandbox="rlimit", exec_timeout=10, problems=str(problems))
+    _trainer(tmp_path, dataset, settings, scored).train()
+    assert len(rewards) == 8 and set(rewards) <= {1.0, -0.9, -1.0} and 1.0 in rewards
 
 
 def test_offline_grpo_on_recorded_rollouts_moves_the_parameters(tmp_path: Path) -> None:

@@ -90,6 +90,12 @@ def test_vf_eval_scores_rollouts_as_tracegen_judges_them(llama_server: str, tmp_
             n["message"]["content"] for n in trace["nodes"] if n["message"]["role"] == "assistant"
         ]
         assert replies, "the rollout holds the policy's replies"
+        # verifiers carries token ids (`MessageNode.token_ids`, `logprobs`) only from its
+        # `train` client, which renders prompts itself and calls vLLM's
+        # /inference/v1/generate (verifiers/v1/clients/train.py, 0.3.1): llama.cpp's server
+        # has no such endpoint, and the `eval` client used here records none, so there are
+        # no ids for tracegen to keep or lose; tracegen never writes into verifiers' nodes.
+        assert all(not n.get("token_ids") for n in trace["nodes"]), trace["nodes"]
         solutions.append(
             {"problem_id": episode["problem_id"], "code": episode["final_code"] or "",
              "score": trace["metrics"]["tracegen_score"],

@@ -40,7 +40,7 @@ from tracegen.generate.shards import (
     read_manifest,
     record_key,
 )
-from tracegen.grading.filters import NOT_THE_MODELS
+from tracegen.grading.filters import failed_row
 from tracegen.jsonl import JsonlWriter, check_outputs, iter_lines
 
 _GLOB = set("*?[")
@@ -307,9 +307,7 @@ class _Writer:
                 if self.rej is not None:
                     self.rej.write(row)
                 line = pending.pop(key, None)
-                error = row.get("error")
-                failed = isinstance(error, dict) and error.get("kind") in NOT_THE_MODELS
-                outcome = "failed" if failed else "rejected"
+                outcome = "failed" if failed_row(row) else "rejected"
                 self._state(line if line is not None else _state_line(path, lineno, row, outcome))
         for key, line in pending.items():
             if self._new(key):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import random
 from array import array
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Collection, Container, Iterator, Sequence
 from typing import Any
 
 from tracegen.config import GenerationSettings
@@ -121,6 +121,13 @@ class Plan:
             self.key(p, s) not in done
             for p, s in work_order(self.problems, self.num_samples, self.seed)
         )
+
+    def within(self, keys: Collection[Key]) -> set[Key]:
+        """Those of ``keys`` that are episodes of this plan."""
+        if not keys:
+            return set()
+        found = (self.key(p, s) for p, s in work_order(self.problems, self.num_samples, self.seed))
+        return {key for key in found if key in keys}
 
     def spec(self, problem: Problem, sample: int) -> EpisodeSpec:
         """Sample ``sample`` of ``problem``."""

@@ -91,6 +91,9 @@ async def _run(settings: RunSettings) -> int:
     )
     status = 0
     try:
+        again = files.supersede(plan.within(files.failed))
+        if again:
+            reporter.info(f"{again} episodes the server, the sandbox or tracegen failed run again")
         stats.total = plan.count(files.done)
         stats.skipped = plan.size - stats.total
         if stats.total == 0:

@@ -13,12 +13,22 @@ each line by one append of a whole line. A kill can therefore cut at most the la
 of a file, and between the two writes leaves a trace whose state line is missing. On
 start, a cut last line is dropped from every file (`repair_tail`, and the user is told),
 and the attempted keys are the union of the output, the rejects file and the state's
-rejected and failed lines. An accepted trace counts only if it is whole in the output
+rejected lines. An accepted trace counts only if it is whole in the output
 (its state line alone does not: the output is the truth for what it holds); a trace
 without its state line still counts; a rejected trace kept only in the state counts once
 its state line is whole; anything cut is simply run again. So a resumed run neither
-duplicates nor skips a sample. Every record carries the settings hash; files holding
-records made with other settings are refused unless ``--overwrite`` starts all three afresh.
+duplicates nor skips a sample.
+
+An episode the server, the sandbox or tracegen failed (``failed``: its trace in the
+rejects file, its state line) is not attempted in that sense: a resumed run runs it again.
+When the run starts writing, `RunFiles.supersede`'s episodes have their failed attempt's
+records taken out of the rejects file and the state (each rewritten whole to a temporary
+file, then renamed over the old one), so the new attempt's record is the episode's only one
+in every file `stats`, `convert` and `merge` read. A crash at any point leaves the episode
+to run again: its old records, where they remain, only say it failed.
+
+Every record carries the settings hash; files holding records made with other settings are
+refused unless ``--overwrite`` starts all three afresh.
 A shard's state header also carries its plan's fingerprint (`PlanFingerprint`): files of a
 shard of another plan (other problems, samples, N) are refused the same way.
 """
@@ -28,17 +38,25 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import orjson
 from pydantic import Field, ValidationError
 
 from tracegen.episode.spec import Key
 from tracegen.errors import ConfigError, OutputError
 from tracegen.generate.plan import PlanFingerprint
-from tracegen.grading.filters import Outcome
-from tracegen.jsonl import JsonlWriter, check_outputs, iter_lines, repair_tail, special_file
+from tracegen.grading.filters import Outcome, failed_row
+from tracegen.jsonl import (
+    JsonlWriter,
+    check_outputs,
+    iter_lines,
+    iter_raw_lines,
+    repair_tail,
+    special_file,
+)
 from tracegen.schema import TRACE_SCHEMA, Record, Trace
 
 STATE_SCHEMA: Final = "tracegen.state/1"
@@ -155,7 +173,12 @@ class RunFiles:
         try:
             _check(kinds, overwrite=overwrite)
             self.done: set[Key] = set()
+            self.failed: set[Key] = set()
+            """Episodes whose last attempt the server, the sandbox or tracegen failed: not
+            done, so run again (`supersede`)."""
+            self._superseded: set[Key] = set()
             self._current = False if overwrite else self._scan(settings)
+            self.failed -= self.done
             if start:
                 self.start()
         except BaseException:
@@ -169,6 +192,8 @@ class RunFiles:
         if self._state is not None:
             return
         _prepare(self._kinds, overwrite=self._overwrite, warn=self._warn)
+        if self._superseded:
+            self._drop(self._superseded)
         self._out = JsonlWriter(self.output)
         self._rej = JsonlWriter(self.rejects) if self.rejects is not None else None
         self._state = JsonlWriter(self.state)
@@ -191,7 +216,9 @@ class RunFiles:
                     self._check_plan(last.plan)
                     continue
                 key = self._key(path, lineno, row)
-                if attempted(path, row, self.state):
+                if row.get("outcome") == "failed" or (path == self.rejects and failed_row(row)):
+                    self.failed.add(key)
+                elif attempted(path, row, self.state):
                     self.done.add(key)
         except _Mismatch as m:
             raise ConfigError(_refusal(self.output, headers.get(m.found), settings)) from None
@@ -221,6 +248,33 @@ class RunFiles:
     def _check(self, found: str) -> None:
         if found != self.settings_hash:
             raise _Mismatch(found)
+
+    def supersede(self, keys: Collection[Key]) -> int:
+        """Run these failed episodes again: their records are taken out of the rejects file
+        and the state when the run starts writing (`start`; see the module docstring). How
+        many episodes that is."""
+        if self._state is not None:
+            raise RuntimeError("supersede before the files are started")
+        self._superseded = set(keys) & self.failed
+        return len(self._superseded)
+
+    def _drop(self, keys: set[Key]) -> None:
+        def kept(row: dict[str, Any]) -> bool:
+            return (
+                "settings" in row
+                or (
+                    str(row.get("problem_id")),
+                    row.get("sample"),
+                    str(row.get("mode")),
+                    str(row.get("model")),
+                )
+                not in keys
+            )
+
+        if self.rejects is not None and not special_file(self.rejects) and self.rejects.exists():
+            _rewrite(self.rejects, kept).replace(self.rejects)
+        if not special_file(self.state) and self.state.exists():
+            self._lock.adopt(_rewrite(self.state, kept))
 
     def record(self, trace: Trace, outcome: Outcome) -> None:
         """Write the trace where it belongs, then its state line (see the module docstring)."""
@@ -281,6 +335,19 @@ class _RunLock:
                 f"{output} is being written by another tracegen run; "
                 "wait for it to end or give another --output"
             ) from None
+
+    def adopt(self, replacement: Path) -> None:
+        """Rename ``replacement`` over the state file, locked before it takes the name: no
+        other run can take the file in between."""
+        fd = os.open(replacement, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+        try:
+            replacement.replace(self._path)
+        except OSError as e:
+            os.close(fd)
+            raise OutputError(f"{self._path}: cannot replace: {e.strerror}") from None
+        os.close(self._fd)
+        self._fd = fd
 
     def release(self, *, refused: bool = False) -> None:
         """Unlock; a state file this run created and then refused to use is removed."""
@@ -364,6 +431,22 @@ def _ensure_ours(path: Path, schema: str) -> None:
     if not prefix.startswith(head):
         what = "state" if schema == STATE_SCHEMA else "trace"
         raise ConfigError(f"{path}: not a tracegen {what} file (left as it was); give another file")
+
+
+def _rewrite(path: Path, keep: Callable[[dict[str, Any]], bool]) -> Path:
+    """A copy of ``path`` beside it holding the lines ``keep`` keeps, byte for byte, on disk."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("wb") as fh:
+            for _, raw in iter_raw_lines(path):
+                if keep(orjson.loads(raw)):
+                    fh.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot rewrite: {e.strerror}") from None
+    return tmp
 
 
 def _repair(path: Path, warn: Callable[[str], None]) -> None:

@@ -40,12 +40,22 @@ class CountingRunner:
         return await self.runner.run_code(code)
 
     async def run_process(
-        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+        self,
+        code: str,
+        *,
+        timeout_s: float | None = None,
+        output_bytes: int | None = None,
+        cpu_s: float | None = None,
+        memory_mb: int | None = None,
     ) -> ProcessRun:
         """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
         self.executions += 1
         return await self.runner.run_process(  # type: ignore[attr-defined]
-            code, timeout_s=timeout_s, output_bytes=output_bytes
+            code,
+            timeout_s=timeout_s,
+            output_bytes=output_bytes,
+            cpu_s=cpu_s,
+            memory_mb=memory_mb,
         )
 
 

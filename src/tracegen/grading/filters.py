@@ -4,13 +4,15 @@ Every episode the model ended — it finished, or ran out of a budget (``limit``
 calls that could not be read (``parse``) — is a sample: kept in the output, where stats, pass@k
 and RL groups count it, unless a filter the user asked for rejects it. An episode that failed
 because of the server, the sandbox or tracegen (`infrastructure_failure`) says nothing of the
-model: it is ``failed``, kept out of the output (recorded in the rejects file and the state).
+model: it is ``failed``, kept out of the output (recorded in the rejects file and the state)
+and run again when the run is resumed (`tracegen.generate.runfiles`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tracegen.schema import Trace
 
@@ -26,6 +28,12 @@ tracegen fault): their reward is no signal, so no output or format keeps them.""
 def infrastructure_failure(trace: Trace) -> bool:
     """Whether the episode failed because of the server, the sandbox or tracegen."""
     return trace.error is not None and trace.error.kind in NOT_THE_MODELS
+
+
+def failed_row(row: Mapping[str, Any]) -> bool:
+    """`infrastructure_failure` of a trace as read from a file, undecoded."""
+    error = row.get("error")
+    return isinstance(error, dict) and error.get("kind") in NOT_THE_MODELS
 
 
 @dataclass(frozen=True)

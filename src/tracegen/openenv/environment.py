@@ -35,6 +35,12 @@ REWARD = (
     "score = tests passed / tests, the final program judged in tracegen's sandbox"
 )
 
+
+class NoEpisode(RuntimeError):
+    """A step with no episode waiting for it: before ``reset``, or through OpenEnv's
+    stateless ``POST /step``, which makes a new environment for each request."""
+
+
 SYNC = (
     "tracegen's episodes run on the server's event loop: use reset_async and step_async "
     "(OpenEnv's server and clients do)"
@@ -88,7 +94,7 @@ class TracegenOpenEnv(Environment[TracegenAction, TracegenObservation, TracegenS
     ) -> TracegenObservation:
         """The policy's turn, run the mode's way; the next turn to answer, or the end."""
         if self._episode is None or self._episode.turn is None:
-            raise RuntimeError("no episode is waiting for a turn: call reset first")
+            raise NoEpisode("no episode is waiting for a turn: call reset first")
         self._state.step_count += 1
         return self._observe(await self._episode.answer(action.reply()))
 

@@ -20,7 +20,7 @@ from openenv.core.env_server.http_server import create_app
 from tracegen.config import RunSettings, load_settings
 from tracegen.errors import TracegenError
 from tracegen.generate.handoff import HandedRuns
-from tracegen.openenv.environment import TracegenOpenEnv
+from tracegen.openenv.environment import NoEpisode, TracegenOpenEnv
 from tracegen.openenv.models import TracegenAction, TracegenObservation, TracegenState
 
 MAX_SESSIONS = 64
@@ -39,7 +39,22 @@ def make_app(settings: RunSettings | None = None, max_sessions: int = MAX_SESSIO
         state_cls=TracegenState,
     )
     app.router.on_shutdown.append(runs.aclose)  # the sandbox's processes end with the server
+    app.add_exception_handler(NoEpisode, _stateless_step)
     return app
+
+
+STATELESS = (
+    "POST /step cannot continue an episode: OpenEnv's HTTP API makes a new environment for "
+    "each request; run episodes in a WebSocket session (/ws: EnvClient, GenericEnvClient)"
+)
+
+
+async def _stateless_step(request: Any, exc: Exception) -> Any:
+    """OpenEnv's ``POST /step`` (and only it: a WebSocket session answers its own errors)
+    reaches no episode: 409 with what to do, rather than a bare 500."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=409, content={"detail": STATELESS})
 
 
 def __getattr__(name: str) -> Any:

@@ -60,8 +60,16 @@ PROBER_TIMEOUT_S = 2.0
 """A prober that has not answered for this long is killed and replaced."""
 MALLOC_ARENAS = 2
 """At most this many malloc arenas per process (``M_ARENA_MAX``; glibc's default is eight per
-core): each reserves 64 MB of address space, which the memory limit counts, so a program's
-threads would exhaust it long before they used any memory."""
+core): each reserves 64 MB of address space, which the address-space fallback (where no
+cgroup counts memory: `ADDRESS_SPACE_BACKSTOP`) and the judges' limit count."""
+WATCH_S = 0.02
+"""How often the CPU of an execution's running processes (and, where no cgroup counts it,
+the memory they hold) is added up, while it runs."""
+ADDRESS_SPACE_BACKSTOP = 8
+"""Where no cgroup bounds an execution's memory, each of its processes may reserve this many
+times the memory limit of address space (at least 8 GB): the sum of what they hold is
+watched instead (`WATCH_S`), and this only stops one from taking the host's memory between
+two looks."""
 _M_ARENA_MAX = -8
 _PROBER_PRIVILEGED = 72
 _PR_SET_PDEATHSIG = 1
@@ -75,8 +83,9 @@ _MB = 1024 * 1024
 _FD = struct.Struct("i")
 _FORK = struct.Struct("=cQIB8s")  # b"f", run id, uid, tests?, the name's random part
 _END = struct.Struct("=ci")  # b"e", pid
-_EXIT = struct.Struct("=iidBB")  # pid, wait status, CPU seconds, killed by tracegen?, alone?
+_EXIT = struct.Struct("=iidBBQ")  # pid, status, CPU s, killed by tracegen?, alone?, max RSS kB
 _SIGCHLD = int(signal.SIGCHLD)
+_MEMORY_FILES = ("memory.max", "memory.memsw.limit_in_bytes", "memory.limit_in_bytes")
 _signal = importlib.import_module("_signal")  # `signal.signal` without its enum wrapping
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -313,18 +322,80 @@ def _write_sysctls(files: list[tuple[str, bytes]]) -> None:
             os.close(fd)
 
 
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (the children of each of its threads)."""
+    found, at = [pid], 0
+    while at < len(found):
+        parent = found[at]
+        at += 1
+        try:
+            tasks = os.listdir(b"/proc/%d/task" % parent)
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(b"/proc/%d/task/%s/children" % (parent, task), "rb") as f:
+                    found += map(int, f.read().split())
+            except OSError:
+                continue
+    return found
+
+
+def _resident(pid: int) -> int:
+    """Bytes of anonymous and shared memory resident in ``pid`` (``RssAnon`` +
+    ``RssShmem``: counters, cheap to read), pages it shares with others counted whole."""
+    try:
+        with open(b"/proc/%d/status" % pid, "rb") as f:
+            text = f.read()
+    except OSError:
+        return 0
+    held = 0
+    for name in (b"\nRssAnon:", b"\nRssShmem:"):
+        at = text.find(name)
+        if at >= 0:
+            with contextlib.suppress(ValueError, IndexError):
+                held += int(text[at + len(name) :].split(None, 1)[0]) * 1024
+    return held
+
+
+def _proportional(pid: int) -> int | None:
+    """Bytes of anonymous and shared memory ``pid`` holds, pages it shares with others
+    divided among them (``Pss_Anon`` + ``Pss_Shmem``; the kernel walks its page tables:
+    milliseconds for a large process); None where that cannot be read."""
+    try:
+        with open(b"/proc/%d/smaps_rollup" % pid, "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    held = 0
+    for name in (b"\nPss_Anon:", b"\nPss_Shmem:"):
+        at = text.find(name)
+        if at < 0:
+            return None
+        try:
+            held += int(text[at + len(name) :].split(None, 1)[0]) * 1024
+        except (ValueError, IndexError):
+            return None
+    return held
+
+
 # ------------------------------------------------------------------ the zygote
 
 
 class _Run:
     __slots__ = (
+        "cpu_limit",
         "cpu_s",
         "id",
         "judge",
         "judge_state",
         "killed",
         "left_nothing",
+        "max_rss",
+        "memory_limit",
+        "over",
         "pid",
+        "seen_cpu",
         "status",
         "token",
         "uid",
@@ -336,6 +407,11 @@ class _Run:
         self.pid = -1
         self.status: int | None = None
         self.cpu_s = 0.0
+        self.cpu_limit = 0.0  # seconds, all its processes together
+        self.memory_limit = 0  # bytes, all it holds together
+        self.seen_cpu = 0.0  # the most its processes were seen to have used together
+        self.max_rss = 0  # bytes: the largest of its processes that ended and were reaped
+        self.over: str | None = None  # "cpu" or "memory": the watch killed it for that
         self.killed = False
         self.left_nothing = False  # no process of it was left when it ended
         self.judge: _Judge | None = None
@@ -400,7 +476,18 @@ class Zygote:
         ]
         # A judge lives across executions: the wall-clock timeout bounds it, not its CPU.
         cpu = (resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))
-        own = judge_rlimits
+        # An execution's memory is what it holds, not what it reserves (thread stacks,
+        # arenas, a runtime's reservations): its cgroup counts it, or else the watch adds
+        # it up; the address space only backs the watch up (`ADDRESS_SPACE_BACKSTOP`).
+        hard_as = resource.getrlimit(resource.RLIMIT_AS)[1]
+        space = hard_as
+        if not self.memory_cgroup:
+            space = max(ADDRESS_SPACE_BACKSTOP * limits["memory_mb"], 8192) * mb
+            space = space if hard_as == resource.RLIM_INFINITY else min(space, hard_as)
+        own = [
+            (resource.RLIMIT_AS, (space, space)) if name == resource.RLIMIT_AS else (name, limit)
+            for name, limit in judge_rlimits
+        ]
         if self.own_user:  # counted in its own user namespace: its own processes only
             own = [
                 (resource.RLIMIT_NPROC, (limits["execution_processes"],) * 2) if
@@ -414,6 +501,9 @@ class Zygote:
         signal.signal(signal.SIGCHLD, _on_signal)
         signal.set_wakeup_fd(wake_w)
         self.epoll = select.epoll()
+        self.next_watch: float | None = None
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self.page = os.sysconf("SC_PAGE_SIZE")
         self.handlers: dict[int, Callable[[], None]] = {}
         self._watch(sock.fileno(), self._on_request)
         self._watch(self.wake_r, self._on_wake)
@@ -439,6 +529,14 @@ class Zygote:
         self.cgroups = [base.encode() for base in config.get("cgroups") or ()]
         self.slots: dict[int, int] = {}  # uid -> the OOM kills its cgroup has seen
         self.cgroup_files = config.get("cgroup_files") or {}
+        # Per base, its files that bound memory (memory.max; v1's memory.limit_in_bytes and
+        # memory.memsw.limit_in_bytes), set to each execution's own limit (`_set_memory`).
+        self.memory_files = {
+            base: [f.encode() for f, _ in files if f in _MEMORY_FILES]
+            for base, files in self.cgroup_files.items()
+        }
+        self.memory_cgroup = any(self.memory_files.values())
+        self.slot_memory: dict[int, int] = {}  # uid -> the memory limit its cgroup has now
         self.user_maps = [
             ("/proc/self/setgroups", b"deny"),
             ("/proc/self/uid_map", b"%d %d 1" % (uid, uid)),
@@ -513,6 +611,33 @@ class Zygote:
                     os.close(fd)
         self.slots[run.uid] = 0
 
+    def _set_memory(self, run: _Run) -> None:
+        """Bound the slot's cgroup to the execution's own memory limit (when it changes).
+
+        v1 wants memory with swap never below memory alone: raised, memsw is written first;
+        lowered, last. A limit the kernel refuses (the slot holds more than that of a file
+        cache it cannot reclaim) leaves the slot's last one, at most the sandbox's, and is
+        tried again by the next execution.
+        """
+        limit = run.memory_limit
+        if self.slot_memory.get(run.uid) == limit:
+            return
+        raising = limit > self.slot_memory.get(run.uid, self.limits["memory_mb"] * _MB)
+        value = b"%d" % limit
+        for base, files in self.memory_files.items():
+            path = b"%s/slot-%d/" % (base.encode(), run.uid)
+            for file in sorted(files, reverse=raising):  # limit_in_bytes, then memsw
+                try:
+                    fd = os.open(path + file, os.O_WRONLY)
+                    try:
+                        os.write(fd, value)
+                    finally:
+                        os.close(fd)
+                except OSError:
+                    self.slot_memory.pop(run.uid, None)
+                    return
+        self.slot_memory[run.uid] = limit
+
     def _out_of_memory(self, run: _Run) -> bool:
         """Whether the kernel killed a process of the execution for its cgroup's memory."""
         kills = 0
@@ -534,6 +659,8 @@ class Zygote:
         """Fork the process that forks every execution's process (see `Forker`)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         exits_r, exits_w = os.pipe2(os.O_CLOEXEC)
+        with open("/proc/self/statm", "rb") as f:  # what every child has resident at first
+            self.baseline = int(f.read().split()[1]) * self.page
         pid = os.fork()
         if pid == 0:
             try:
@@ -552,10 +679,11 @@ class Zygote:
         data = os.read(self.exits, 4096 - 4096 % _EXIT.size)
         if not data:
             raise SystemExit("the sandbox's forker died")
-        for pid, status, cpu_s, killed, alone in _EXIT.iter_unpack(data):
+        for pid, status, cpu_s, killed, alone, max_rss in _EXIT.iter_unpack(data):
             run = self.by_pid.pop(pid, None)
             if run is not None:
                 run.left_nothing = bool(alone)
+                run.max_rss = max_rss * 1024
                 self._on_exit(run, status, cpu_s, bool(killed))
 
     def _watch(self, fd: int, handler: Callable[[], None]) -> None:
@@ -571,11 +699,14 @@ class Zygote:
         self.sock.send(b"ready")
         poll, handlers = self.epoll.poll, self.handlers
         while self.runs or not self.closing:
-            timeout = -1.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0)
+            wake = min((t for t in (self.deadline, self.next_watch) if t is not None), default=None)
+            timeout = -1.0 if wake is None else max(wake - time.monotonic(), 0)
             for fd, _ in poll(timeout):
                 handler = handlers.get(fd)
                 if handler is not None:
                     handler()
+            if self.next_watch is not None and time.monotonic() >= self.next_watch:
+                self._watch_runs()
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.deadline = None
                 if self.prober is not None:
@@ -634,7 +765,10 @@ class Zygote:
             if run is not None:
                 self._kill(run)
         else:
-            self._start(int(words[1]), int(words[2]), words[3] == b"tests", fds)
+            run_id, uid, tests = int(words[1]), int(words[2]), words[3] == b"tests"
+            cpu = float(words[4]) if len(words) > 5 else float(self.limits["cpu_s"])
+            memory = int(words[5]) if len(words) > 5 else self.limits["memory_mb"]
+            self._start(run_id, uid, tests, fds, cpu, memory * _MB)
 
     def _close(self) -> None:
         self.closing = True
@@ -650,9 +784,66 @@ class Zygote:
         if run.judge is not None and run.judge_state == "busy":
             self._on_judge_exit(run.judge)
 
+    # ---------------------------------------------------------------- the watch
+
+    def _watch_runs(self) -> None:
+        """Add up what each running execution's processes have used: the CPU of all of
+        them, running or ended (an ended one is counted in the parent that reaped it), and,
+        where no cgroup counts it, the memory they hold. One over its limit is killed."""
+        self.next_watch = None
+        for run in list(self.runs.values()):
+            if run.status is not None or run.over is not None or run.pid < 0:
+                continue
+            pids = _descendants(run.pid)
+            cpu = sum(map(self._cpu_s, pids))
+            run.seen_cpu = max(run.seen_cpu, cpu)
+            over = None
+            if cpu > run.cpu_limit:
+                over = "cpu"
+            elif not self.memory_cgroup and self._held(run, pids) > run.memory_limit:
+                over = "memory"
+            if over is not None:
+                run.over = over
+                # Its processes, not its judge: the judge sees its candidate gone.
+                self._kill_group(run.pid)
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+            else:
+                self.next_watch = time.monotonic() + WATCH_S
+
+    def _cpu_s(self, pid: int) -> float:
+        """CPU seconds of ``pid`` and of the children it reaped (0 if it is gone)."""
+        try:
+            with open(b"/proc/%d/stat" % pid, "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            return 0.0
+        return sum(int(x) for x in fields[11:15]) / self.ticks
+
+    def _held(self, run: _Run, pids: list[int]) -> int:
+        """Bytes the execution holds: the files in its own tmpfs, and its processes' memory,
+        each one's share of the pages it shares with others (the warm parent's, a forked
+        sibling's) once the resident total, which counts them whole, is over the limit."""
+        held = 0
+        if self.own_mounts:
+            for where in (b"/proc/%d/cwd" % run.pid, b"/proc/%d/root/dev/shm" % run.pid):
+                with contextlib.suppress(OSError):
+                    st = os.statvfs(where)
+                    held += (st.f_blocks - st.f_bfree) * st.f_frsize
+        resident = [_resident(pid) for pid in pids]
+        if held + sum(resident) <= run.memory_limit:
+            return held + sum(resident)
+        for pid, whole in zip(pids, resident, strict=True):
+            share = _proportional(pid)
+            held += whole if share is None else share
+        return held
+
     # ---------------------------------------------------------------- starting children
 
-    def _start(self, run_id: int, uid: int, tests: bool, fds: list[int]) -> None:
+    def _start(
+        self, run_id: int, uid: int, tests: bool, fds: list[int], cpu_s: float, memory: int
+    ) -> None:
         # A name no execution can guess: one made in advance must not stop this one.
         while True:
             token = os.urandom(8)
@@ -663,7 +854,10 @@ class Zygote:
             except FileExistsError:
                 continue
         run.token = token
+        run.cpu_limit, run.memory_limit = cpu_s, memory
         self._make_cgroups(run)
+        if self.memory_cgroup:
+            self._set_memory(run)
         if self.drop:
             os.chown(run.workdir, uid, uid)
         if tests:
@@ -680,6 +874,8 @@ class Zygote:
             os.close(fd)
         self.runs[run_id] = run
         self.by_pid[run.pid] = run
+        if self.next_watch is None:
+            self.next_watch = time.monotonic() + WATCH_S
         if run.judge is not None:
             run.judge_state = "busy"
             run.judge.run = run
@@ -878,7 +1074,7 @@ class Zygote:
     # ---------------------------------------------------------------- ending executions
 
     def _on_exit(self, run: _Run, status: int, cpu_s: float, killed: bool) -> None:
-        run.status, run.cpu_s = status, cpu_s
+        run.status, run.cpu_s = status, max(cpu_s, run.seen_cpu)
         run.killed = run.killed or killed
         if run.judge is None or run.judge_state != "busy":
             self._cleanup(run)
@@ -946,7 +1142,11 @@ class Zygote:
 
     def _finish(self, run_id: int) -> None:
         run = self.runs.pop(run_id)
-        out_of_memory = self._out_of_memory(run)
+        out_of_memory = self._out_of_memory(run) or run.over == "memory"
+        if not self.memory_cgroup and run.max_rss > run.memory_limit + self.baseline:
+            # One process held more between two looks of the watch (its resident pages,
+            # those it shares with this warm parent too, hence the baseline).
+            out_of_memory = True
         try:
             os.rmdir(run.workdir)
         except OSError:
@@ -1055,7 +1255,8 @@ class Forker:
                 if not self.zygote.drop:
                     self._kill_strays()
                 alone = self.zygote.drop and self._alone()  # only uids are ever probed
-                os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed, alone))
+                rss = usage.ru_maxrss
+                os.write(self.exits, _EXIT.pack(pid, status, cpu_s, killed, alone, rss))
 
     def _children(self) -> list[int] | None:
         """The forker's children (zombies included); ``None`` where the kernel does not say."""

@@ -19,7 +19,10 @@ class SandboxLimits(BaseModel):
 
     timeout_s: float = 10.0
     cpu_s: int = 10
+    """CPU seconds of all the execution's processes together, ended ones included."""
     memory_mb: int = 1024
+    """What the execution holds in all (every process, its shared memory, its tmpfs), not
+    the address space its processes reserve (docs/sandbox.md, "Limits of an execution")."""
     file_size_mb: int = 16
     processes: int = 64
     """Processes and threads (``RLIMIT_NPROC`` counts each thread): a program's pool of

@@ -49,7 +49,13 @@ class ProcessRunner(Protocol):
     """What `Programs` needs of a sandbox (`Sandbox.run_process`)."""
 
     async def run_process(
-        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+        self,
+        code: str,
+        *,
+        timeout_s: float | None = None,
+        output_bytes: int | None = None,
+        cpu_s: float | None = None,
+        memory_mb: int | None = None,
     ) -> ProcessRun: ...
 
 
@@ -80,8 +86,9 @@ class Built:
 
 @dataclass(frozen=True)
 class Limits:
-    """One run's limits: CPU seconds (the process is stopped at the next whole second
-    after it), wall-clock seconds, memory in MB and output bytes."""
+    """One run's limits: CPU seconds (of all its processes together: one alone is stopped
+    at the next whole second after it), wall-clock seconds, memory in MB (all it holds
+    together) and output bytes."""
 
     cpu_s: float
     wall_s: float
@@ -201,17 +208,9 @@ os.close(_stdin)
 _output = {output_file}
 _limit(resource.RLIMIT_CPU, {cpu})  # SIGKILL at the limit: no handler answers late
 _memory = {memory}
-if not {binary}:  # read here: a forked child may not read /proc/self
-    with open("/proc/self/statm", "rb") as _f:
-        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 def _program():
-    if {binary}:
-        _limit(resource.RLIMIT_AS, _memory)
-        _limit(resource.RLIMIT_STACK, _memory)
-        os.execv("./prog", ["./prog", *{argv}])
     import builtins, io, traceback
-    _limit(resource.RLIMIT_AS, _memory + _held)
     builtins.exit = builtins.quit = sys.exit  # what `site` gives `python main.py`
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.argv = ["main.py", *{argv}]
@@ -228,25 +227,69 @@ def _program():
 """
     + _RUN_MAIN_ONCE
     + """
-if _output is None:
-    _program()
+# This process stays the execution's init: the subreaper of every process the program
+# starts, so that each one that ends is reaped here and its CPU counts in what the parent
+# sees of this one; what is left when the program ends is killed and reaped too. Not
+# dumpable: the program can neither read nor trace it.
+import ctypes
+_prctl = ctypes.CDLL(None).prctl
+_prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+_prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
 _null = os.open("/dev/null", os.O_WRONLY)
-pid = os.fork()
-if pid == 0:
-    os.dup2(_null, 1)
-    _program()
-_, status = os.waitpid(pid, 0)
+if {binary}:
+    _limit(resource.RLIMIT_STACK, _memory)
+    pid = os.posix_spawn("./prog", ["./prog", *{argv}], dict(os.environ), file_actions=[
+        (os.POSIX_SPAWN_DUP2, _null, 1)] if _output is not None else [])
+else:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _prctl(4, 1, 0, 0, 0)  # its own /proc/self is its to read
+            if _output is not None:
+                os.dup2(_null, 1)
+            _program()
+        finally:
+            os._exit(70)
+while True:
+    try:
+        _got, status = os.waitpid(-1, 0)
+    except ChildProcessError:
+        os._exit(70)
+    if _got == pid:
+        break
 try:
-    fd = os.open(_output, os.O_RDONLY)
+    _children = "/proc/self/task/%d/children" % os.getpid()
+    for _ in range(10000):  # a process with SIGKILL pending forks no more: the rounds end
+        with open(_children, "rb") as _f:
+            _left = [int(_p) for _p in _f.read().split()]
+        if not _left:
+            break
+        for _p in _left:
+            try:
+                os.kill(_p, 9)
+            except OSError:
+                pass
+        for _p in _left:  # its own children are ours once it is gone
+            try:
+                os.waitpid(_p, 0)
+            except ChildProcessError:
+                pass
+except OSError:
+    pass
+try:
+    fd = os.open(_output, os.O_RDONLY) if _output is not None else -1
 except OSError:
     fd = -1
 while fd >= 0 and (chunk := os.read(fd, 1 << 16)):
     view = memoryview(chunk)
     while view:
         view = view[os.write(1, view):]
-if os.WIFSIGNALED(status):
+if os.WIFSIGNALED(status):  # ended as the program did
     import signal
-    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    try:
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL's cannot be set, nor need be
+        pass
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.kill(os.getpid(), os.WTERMSIG(status))
 os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
@@ -274,18 +317,43 @@ _BATCH = (
     + """
 import ctypes, select, signal, time
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: its programs cannot read or trace it
+# The subreaper of every process a test's run starts: each is reaped here once it ends, so
+# a run's CPU is that of all its processes (see `_RUN`).
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
 for _name, _data, _mode in {files}:
     _put(_name, _data, _mode)
 _binary = {binary}
 _memory = {memory}
 _cap = {cap}
-if not _binary:
-    with open("/proc/self/statm", "rb") as _f:
-        _held = int(_f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-else:  # inherited by each spawned run; one that raises them is caught by its rusage
+_children = "/proc/self/task/%d/children" % os.getpid()
+
+def _reap_all():
+    for _ in range(10000):
+        try:
+            with open(_children, "rb") as f:
+                left = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        if not left:
+            return
+        for p in left:
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
+        for p in left:
+            try:
+                os.waitpid(p, 0)
+            except ChildProcessError:
+                pass
+
+def _cpu_of_children():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+if _binary:  # inherited by each spawned run; one that raises them is caught by its rusage
     signal.signal(signal.SIGXCPU, signal.SIG_IGN)  # the driver's own time is not a test's
-    for _which, _value in ((resource.RLIMIT_AS, _memory), (resource.RLIMIT_STACK, _memory),
-                           (resource.RLIMIT_CPU, {cpu})):
+    for _which, _value in ((resource.RLIMIT_STACK, _memory), (resource.RLIMIT_CPU, {cpu})):
         _hard = resource.getrlimit(_which)[1]
         if _hard != resource.RLIM_INFINITY:
             _value = min(_value, _hard)
@@ -300,11 +368,9 @@ def _child(w_out, w_err):
     os.closerange(3, 1024)
     _limit(resource.RLIMIT_CPU, {cpu})  # SIGKILL at the limit: no handler answers late
     if _binary:
-        _limit(resource.RLIMIT_AS, _memory)
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog"])
     import builtins, io, traceback
-    _limit(resource.RLIMIT_AS, _memory + _held)
     builtins.exit = builtins.quit = sys.exit
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
@@ -327,6 +393,7 @@ for _index, _data in enumerate({inputs}):
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
     started = time.monotonic()
+    cpu_before = _cpu_of_children()
     if _binary:  # spawned without copying the driver: the limits are its own soft ones
         pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0,
                              setsigdef=(signal.SIGXCPU,), file_actions=[
@@ -371,6 +438,7 @@ for _index, _data in enumerate({inputs}):
     except OSError:
         pass
     _, status, usage = os.wait4(pid, 0)
+    _reap_all()  # what it left running: killed, and its CPU counted with the run's
     for fd in reading:
         os.close(fd)
     out = bytes(got[r_out][:_cap])
@@ -379,7 +447,7 @@ for _index, _data in enumerate({inputs}):
     if usage.ru_maxrss * 1024 > _memory and killed == "-":
         killed = "memory"
     _emit(b"%d %d %.6f %.6f %s %d %d\\n" % (
-        _index, code, usage.ru_utime + usage.ru_stime, time.monotonic() - started,
+        _index, code, _cpu_of_children() - cpu_before, time.monotonic() - started,
         killed.encode(), len(out), len(err)) + out + err)
     if killed != "-" or code != 0:
         break
@@ -450,11 +518,13 @@ class Programs:
             driver = _COMPILE_PYTHON.format(source=encoded)
             output = 1 << 16
         run = await self.sandbox.run_process(
-            driver, timeout_s=COMPILE_TIMEOUT_S, output_bytes=output
+            driver, timeout_s=COMPILE_TIMEOUT_S, output_bytes=output, memory_mb=COMPILE_MEMORY_MB
         )
         stderr = run.stderr.decode(errors="replace").strip()
         if run.killed_for == "error":
             return Built(language, source, failure="the sandbox failed while compiling")
+        if run.killed_for == "memory":
+            return Built(language, source, error="compilation stopped: out of memory")
         if run.killed_for == "timeout" or run.signal is not None:
             why = "the compiler ran out of time" if run.killed_for else f"signal {run.signal}"
             return Built(language, source, error=f"compilation stopped: {why}")
@@ -492,6 +562,7 @@ class Programs:
             driver,
             timeout_s=len(inputs) * (limits.wall_s + 0.5) + 2,
             output_bytes=len(inputs) * (2 * cap + 128) + 4096,
+            memory_mb=limits.memory_mb,
         )
         if run.killed_for is not None or run.exit_code != 0 or run.signal is not None:
             return []
@@ -540,8 +611,14 @@ class Programs:
             module=repr(module),
             after=after,
         )
+        # The limits bound the whole execution: every process the program starts, the CPU
+        # of those that ended too, and all the memory they hold (not what they reserve).
         return await self.sandbox.run_process(
-            driver, timeout_s=limits.wall_s, output_bytes=limits.output_bytes
+            driver,
+            timeout_s=limits.wall_s,
+            output_bytes=limits.output_bytes,
+            cpu_s=limits.cpu_s,
+            memory_mb=limits.memory_mb,
         )
 
 

@@ -112,7 +112,9 @@ class ProcessRun:
     wall_s: float
     stdout: bytes
     stderr: bytes
-    killed_for: Literal["timeout", "output-limit", "error"] | None
+    killed_for: Literal["timeout", "output-limit", "memory", "error"] | None
+    """``memory``: what the execution held in all (every process, its shared memory and
+    files in memory) went over its memory limit, and a process of it was killed for it."""
 
 
 @dataclass
@@ -311,12 +313,14 @@ class _ZygoteProcess:
         lines = self._stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1] if lines else "no output"
 
-    def submit(self, run_id: int, uid: int, mode: str, fds: list[int]) -> asyncio.Future[_Done]:
+    def submit(
+        self, run_id: int, uid: int, mode: str, fds: list[int], cpu_s: float, memory_mb: int
+    ) -> asyncio.Future[_Done]:
         if not self.alive or self._sock is None:
             raise _WorkerDied
         future: asyncio.Future[_Done] = asyncio.get_running_loop().create_future()
         self._pending[run_id] = future
-        message = f"run {run_id} {uid} {mode}".encode()
+        message = f"run {run_id} {uid} {mode} {cpu_s:.3f} {memory_mb}".encode()
         try:
             socket.send_fds(self._sock, [message], fds)
         except OSError:
@@ -501,17 +505,36 @@ class Sandbox:
         return result
 
     async def run_process(
-        self, code: str, *, timeout_s: float | None = None, output_bytes: int | None = None
+        self,
+        code: str,
+        *,
+        timeout_s: float | None = None,
+        output_bytes: int | None = None,
+        cpu_s: float | None = None,
+        memory_mb: int | None = None,
     ) -> ProcessRun:
         """Run a script whose verdict is its exit and its output alone (it may replace itself
         with another program): ``timeout_s`` wall clock and ``output_bytes`` of stdout (and
-        of stderr) instead of the sandbox's limits; it must not report (close fd 3)."""
+        of stderr) instead of the sandbox's limits; it must not report (close fd 3).
+
+        ``cpu_s`` and ``memory_mb`` (at most the sandbox's) bound the whole execution: the
+        CPU of all its processes, ended or running, and all the memory they hold. An
+        execution over its CPU is killed (``cpu_s`` says how much it used, every process
+        counted); one over its memory is ``killed_for="memory"``."""
         raw = await self._execute(
-            "code", None, {"code": code}, timeout_s=timeout_s, output_bytes=output_bytes
+            "code",
+            None,
+            {"code": code},
+            timeout_s=timeout_s,
+            output_bytes=output_bytes,
+            cpu_s=cpu_s,
+            memory_mb=memory_mb,
         )
-        killed_for: Literal["timeout", "output-limit", "error"] | None = raw.killed_for
+        killed_for: Literal["timeout", "output-limit", "memory", "error"] | None = raw.killed_for
         if raw.worker_died:
             killed_for = "error"
+        elif raw.out_of_memory and killed_for is None:
+            killed_for = "memory"
         return ProcessRun(
             exit_code=raw.exit_code,
             signal=raw.signal,
@@ -542,9 +565,15 @@ class Sandbox:
         *,
         timeout_s: float | None = None,
         output_bytes: int | None = None,
+        cpu_s: float | None = None,
+        memory_mb: int | None = None,
     ) -> _Raw:
         """Run one execution: ``candidate`` to the code's process, ``signed`` (with a fresh
         key) to the process that reports: the judge, or the script itself."""
+        cpu = self.limits.cpu_s if cpu_s is None else min(cpu_s, self.limits.cpu_s)
+        memory = (
+            self.limits.memory_mb if memory_mb is None else min(memory_mb, self.limits.memory_mb)
+        )
         key = os.urandom(32)
         reporter = orjson.dumps({**signed, "key": key.hex()})
         async with self._semaphore:
@@ -553,8 +582,9 @@ class Sandbox:
                 zygote = await self._ensure_zygote()
                 try:
                     raw = await self._run(
-                        zygote, uid, mode, candidate, reporter, timeout_s, output_bytes
-                    )
+                        zygote, uid, mode, candidate, reporter, timeout_s, output_bytes,
+                        cpu, memory,
+                    )  # fmt: skip
                 except _WorkerDied:
                     raw = _Raw(worker_died=True)
             finally:
@@ -571,6 +601,8 @@ class Sandbox:
         reporter: bytes,
         timeout_s: float | None = None,
         output_bytes: int | None = None,
+        cpu_s: float | None = None,
+        memory_mb: int | None = None,
     ) -> _Raw:
         loop = asyncio.get_running_loop()
         limits = self.limits
@@ -598,7 +630,14 @@ class Sandbox:
         run_id = next(self._ids)
         started = time.perf_counter()
         try:
-            done_future = zygote.submit(run_id, uid, mode, child_fds)
+            done_future = zygote.submit(
+                run_id,
+                uid,
+                mode,
+                child_fds,
+                limits.cpu_s if cpu_s is None else cpu_s,
+                limits.memory_mb if memory_mb is None else memory_mb,
+            )
         except _WorkerDied:
             for fd in ours:
                 os.close(fd)
@@ -641,7 +680,7 @@ class Sandbox:
                 outputs.close(capture)
         raw.exit_code, raw.signal = done.exit, done.signal
         raw.cpu_s = done.cpu_s
-        raw.cpu_limit_hit = done.cpu_s >= limits.cpu_s
+        raw.cpu_limit_hit = done.cpu_s >= (limits.cpu_s if cpu_s is None else cpu_s)
         raw.killed_by_cleanup = done.killed and raw.killed_for is None
         raw.judge = done.judge
         raw.out_of_memory = done.out_of_memory
@@ -777,7 +816,8 @@ def _exec_result(raw: _Raw, tests: list[TestCase] | None) -> ExecResult:
         duration_s=round(raw.duration_s, 6),
     )
     status, error = _verdict(raw, tests, result)
-    if raw.out_of_memory and status in ("error", "killed"):
+    # A process of it killed for the execution's memory: whatever the rest made of that.
+    if raw.out_of_memory and status in ("ok", "failed", "error", "killed"):
         status, error = "memory", "memory limit exceeded: the kernel killed a process of it"
     result.status, result.error = status, error
     return result

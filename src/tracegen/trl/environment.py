@@ -26,12 +26,16 @@ starts a new one. Every wait for the sandbox has a timeout (`wait_s`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
+from tracegen.errors import ProblemFileError
 from tracegen.generate.worker import EpisodeWorker
 from tracegen.grading.answers import extract_final_answer, grade_answer
 from tracegen.grading.programs import judge_for
@@ -39,6 +43,9 @@ from tracegen.grading.reward import DEFAULT_WEIGHTS, RewardWeights, rescore
 from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
 from tracegen.parsing.segment import segment
+from tracegen.problems import load_problems
+from tracegen.problems.files import problem_from_row
+from tracegen.problems.formats import detect
 from tracegen.sandbox.base import CodeRunner
 from tracegen.schema import ExecResult, Metrics, Problem, Trace, TraceError
 from tracegen.trl.dataset import PROBLEM_COLUMN
@@ -168,14 +175,9 @@ class TracegenEnvironment:
         return list(self._scripts)
 
     def reset(self, **row: Any) -> None:
-        """Start an episode on the row's problem (its ``problem`` column, as
-        `tracegen.trl.problems_dataset` makes it)."""
-        if PROBLEM_COLUMN not in row:
-            raise ValueError(
-                f"the dataset row has no {PROBLEM_COLUMN!r} column: make the dataset with "
-                "tracegen.trl.problems_dataset"
-            )
-        self._problem = Problem.model_validate_json(row[PROBLEM_COLUMN])
+        """Start an episode on the row's problem (TRL passes every column of the dataset's
+        row): see `problem_of_row`."""
+        self._problem = problem_of_row(row, self._settings.problems)
         self._scripts = []
 
     def python(self, code: str) -> str:
@@ -197,6 +199,60 @@ class TracegenEnvironment:
             return tool_error_json("the sandbox did not answer; the script was not run")
         self._scripts.append(code)
         return tool_json(result)
+
+
+def problem_of_row(row: dict[str, Any], problems: str) -> Problem:
+    """The problem a dataset row names, the first of: its ``problem`` column (a problem in
+    tracegen's format, as JSON or a mapping: what `tracegen.trl.problems_dataset` writes);
+    the row itself in a dataset's own format tracegen reads (HumanEval, MBPP, GSM8K,
+    code_contests, APPS…, its columns kept as the dataset ships them); its ``problem_id``,
+    a problem of the ``problems`` set (``RunSettings.problems``). Anything else is a
+    `ValueError` naming the row's columns and what would do."""
+    if PROBLEM_COLUMN in row:
+        value = row[PROBLEM_COLUMN]
+        where = f"the dataset row's {PROBLEM_COLUMN!r} column"
+        try:
+            if isinstance(value, str | bytes):
+                return Problem.model_validate_json(value)
+            return problem_from_row(value, where, "dataset")
+        except ValidationError as e:
+            why = e.errors()[0]["msg"]
+            raise ValueError(
+                f"{where} is not a tracegen problem ({why}): it holds what "
+                "tracegen.trl.problems_dataset writes there"
+            ) from None
+        except ProblemFileError as e:
+            raise ValueError(str(e)) from None
+    found = detect(row)
+    if found is not None:
+        name, mapper = found
+        try:
+            return mapper(row, 0)
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"the dataset row is not a valid {name} row: {e}") from None
+    if "problem_id" in row:
+        known = _problem_set(problems)
+        problem = known.get(str(row["problem_id"]))
+        if problem is None:
+            examples = ", ".join(repr(i) for i in list(known)[:3])
+            raise ValueError(
+                f"problem_id {row['problem_id']!r} is not in the problem set {problems!r} "
+                f"(its ids look like {examples}); give the environment the set the dataset "
+                "was made from: TracegenEnvironment(RunSettings(problems=...))"
+            )
+        return problem
+    columns = ", ".join(sorted(row)) or "none"
+    raise ValueError(
+        f"the dataset row names no problem (its columns: {columns}): give it a "
+        f"{PROBLEM_COLUMN!r} column (tracegen.trl.problems_dataset makes one), a 'problem_id' "
+        f"of the environment's problem set ({problems!r}), or keep the columns of a dataset "
+        "tracegen reads (HumanEval, MBPP, GSM8K, code_contests, APPS…)"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _problem_set(source: str) -> dict[str, Problem]:
+    return {p.id: p for p in load_problems(source)}
 
 
 async def _judge(box: CodeRunner, problem: Problem, code: str) -> ExecResult:
