@@ -105,6 +105,8 @@ def _failure(run: ProcessRun, limits: Limits, *, private: bool) -> tuple[Outcome
     cpu_limit = math.ceil(limits.cpu_s)
     if run.killed_for == "timeout":
         return "time", f"wall-clock limit of {limits.wall_s:g} s exceeded"
+    if run.killed_for == "memory":
+        return "memory", f"memory limit of {limits.memory_mb} MB exceeded (all processes)"
     # The CPU limit ends a program with SIGKILL (a SIGXCPU could be caught, and answered
     # from); the kernel counts its CPU time a little ahead of what its rusage reports.
     if (
@@ -113,8 +115,6 @@ def _failure(run: ProcessRun, limits: Limits, *, private: bool) -> tuple[Outcome
         or (run.signal == signal.SIGKILL and run.cpu_s >= CPU_KILLED * cpu_limit)
     ):
         return "time", f"CPU time limit of {limits.cpu_s:g} s exceeded ({run.cpu_s:.2f} s)"
-    if run.killed_for == "memory":
-        return "memory", f"memory limit of {limits.memory_mb} MB exceeded (all processes)"
     if run.killed_for == "output-limit":
         return "output-limit", f"more than {limits.output_bytes} bytes of output"
     stderr = run.stderr.decode(errors="replace")
