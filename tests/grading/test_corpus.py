@@ -24,6 +24,7 @@ import yaml
 from tests.support.runs import tracegen
 from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
 from tests.support.unprivileged import NEEDS_ROOT, nobody_dir, run_script_as_nobody
+from tracegen.problems import load_problems
 from tracegen.schema import LANGUAGES
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
@@ -129,13 +130,7 @@ def test_the_corpus_is_well_formed() -> None:
     }
     outcomes = {"accepted", "wrong", "time", "memory", "runtime", "compile", "output-limit"}
     for file in FILES:
-        ids = {
-            str(p["id"])
-            for p in map(
-                json.loads,
-                tracegen(["problems", str(CORPUS / f"{file}.jsonl"), "--json"]).stdout.splitlines(),
-            )
-        }
+        ids = {p.id for p in load_problems(str(CORPUS / f"{file}.jsonl"))}
         cases = [c for c in CASES if c.file == file]
         assert {c.problem_id for c in cases} <= ids, file
         assert {c.language for c in cases} == {"python", "cpp"}, file
