@@ -1,10 +1,12 @@
-"""What the benchmarks share: the previous release checked out beside this one, and a
-child process measured for wall time, CPU time and peak memory."""
+"""What the benchmarks share: the previous release checked out beside this one, a child
+process measured for wall time, CPU time and peak memory, and the CPU time and page faults of
+this process and the processes it started (a sandbox's, which it does not reap itself)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -123,3 +125,40 @@ def readable_copy(source: Path, target: Path, env: dict[str, str]) -> None:
     ``env`` does not know (it refuses them), for an older release to read the same traces."""
     with source.open("rb") as fin, target.open("wb") as fout:
         subprocess.run([sys.executable, "-c", PRUNE], stdin=fin, stdout=fout, env=env, check=True)
+
+
+def descendants_usage(root: int | None = None) -> tuple[float, int]:
+    """CPU seconds and minor page faults of every live descendant of ``root`` (this process)
+    and of the children they reaped, read from ``/proc``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[tuple[int, list[str]]]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
+    total, faults, todo = 0.0, 0, [os.getpid() if root is None else root]
+    while todo:
+        for pid, fields in children.get(todo.pop(), []):
+            total += sum(int(x) for x in fields[11:15]) / tick
+            faults += int(fields[7]) + int(fields[8])
+            todo.append(pid)
+    return total, faults
+
+
+def own_usage(children: bool = True) -> tuple[float, int]:
+    """CPU seconds and minor page faults of this process (and, with ``children``, of the
+    children it reaped)."""
+    usages = [resource.getrusage(resource.RUSAGE_SELF)]
+    if children:
+        usages.append(resource.getrusage(resource.RUSAGE_CHILDREN))
+    return sum(u.ru_utime + u.ru_stime for u in usages), sum(u.ru_minflt for u in usages)
+
+
+def all_usage() -> tuple[float, int]:
+    """CPU seconds and minor page faults of this process and every process it started."""
+    cpu, faults = own_usage()
+    tree_cpu, tree_faults = descendants_usage()
+    return cpu + tree_cpu, faults + tree_faults

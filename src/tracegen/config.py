@@ -253,7 +253,8 @@ class RunSettings(GenerationSettings):
         default=None,
         ge=1,
         le=MAX_CONCURRENCY,
-        description="--backend local: llama.cpp threads (default: half the cores).",
+        description="--backend local: llama.cpp threads (default: the count measured best, "
+        "see docs/performance.md).",
     )
     hosts: list[str] = Field(
         default_factory=lambda: [DEFAULT_HOST],

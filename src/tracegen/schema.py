@@ -136,8 +136,8 @@ class TestCase(Extended):
         return self
 
 
-Language = Literal["python", "cpp"]
-LANGUAGES: Final[tuple[Language, ...]] = ("python", "cpp")
+Language = Literal["python", "cpp", "java"]
+LANGUAGES: Final[tuple[Language, ...]] = ("python", "cpp", "java")
 
 CompareRule = Literal["tokens", "lines", "exact", "checker"]
 
@@ -444,6 +444,8 @@ class Step(Record):
     message_index: int | None = None
     parse_strategy: str | None = None
     exec_index: int | None = None
+    language: Language | None = None
+    """A code step's language when its fence names C++ or Java (```` ```java ````)."""
 
 
 class Metrics(Record):

@@ -15,7 +15,7 @@ import pytest
 from tests.support.runs import clean_env, spawn, wait_for_records
 from tests.support.scenarios import read_jsonl
 from tracegen.generate.first_run import FIRST_RUN
-from tracegen.llm.local import LocalBackend
+from tracegen.llm.local import LocalBackend, choose_threads
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 from tracegen.problems import load_problems
 
@@ -119,6 +119,7 @@ def test_doctor_reports_the_embedded_model() -> None:
     for shown in ("SmolLM2-135M-Instruct", "trained for 8192 tokens", "template from the file"):
         assert shown in out, out
     assert "with token ids" in out and "loaded in" in out, out
+    assert choose_threads()[1] in out, out  # how many threads, and why
 
 
 def test_a_first_run_takes_the_starter_problems_and_its_preset(tmp_path: Path) -> None:

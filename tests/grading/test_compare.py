@@ -100,3 +100,21 @@ def test_floats_need_a_declared_tolerance_where_sandboxfusion_uses_rel_tol() -> 
     assert outputs_match(actual, expected, Comparison(float_tolerance=1e-6))
     assert not outputs_match("0.34\n", expected, Comparison(float_tolerance=1e-6))
     assert not outputs_match("nan\n", "1.0\n", Comparison(float_tolerance=1.0))
+
+
+@pytest.mark.parametrize(
+    "actual",
+    [
+        "٣٫٥\n",  # Arabic-Indic digits (and decimal separator)
+        "٣.٥\n",  # Arabic-Indic digits, ASCII point
+        "३.५\n",  # Devanagari digits
+        "３.５\n",  # fullwidth digits
+        "𝟑.𝟓\n",  # mathematical bold digits
+    ],
+)
+def test_a_tolerance_compares_ascii_numerals_only(actual: str) -> None:
+    """Python's float() reads other scripts' digits (``float("٣.٥") == 3.5``); a program
+    that prints them has not printed the number the problem asks for."""
+    assert not outputs_match(actual, "3.5\n", Comparison(float_tolerance=1e-6))
+    assert not outputs_match("3.5\n", actual, Comparison(float_tolerance=1e-6))
+    assert outputs_match("3.5000001\n", "3.5\n", Comparison(float_tolerance=1e-6))

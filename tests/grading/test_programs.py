@@ -4,15 +4,17 @@ outcome under every isolation; a private test catches what the public one lets t
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from tests.support.programs import CPP, OUTCOMES, PYTHON, SUM
+from tests.support.programs import CPP, JAVA, OUTCOMES, PYTHON, SUM
 from tests.support.sandboxes import EACH_ISOLATION
-from tests.support.system_tools import NEEDS_GPP
+from tests.support.system_tools import NEEDS_GPP, NEEDS_JAVAC
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
 from tracegen.sandbox import Sandbox
+from tracegen.sandbox.build_cache import BuildCache
 from tracegen.sandbox.programs import Programs
 from tracegen.schema import Comparison, Problem, ProgramLimits, TestCase
 
@@ -45,6 +47,64 @@ async def test_python_program_gets_its_outcome(judge: ProgramJudge, shape: str) 
 async def test_cpp_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
     result = await judge.judge(SUM, CPP[shape], "cpp")
     assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+@pytest.mark.parametrize("shape", sorted(JAVA))
+async def test_java_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
+    """Compiled once by javac, a JVM per test; its heap is the problem's memory limit (64 MB)."""
+    result = await judge.judge(SUM, JAVA[shape], "java")
+    if shape == "stack":  # a JVM's 16 MB stack filled, beside the JVM, may pass 64 MB first
+        assert result.outcome in ("runtime", "memory"), (result.error, result.tests)
+        return
+    assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
+    assert (result.status == "ok") == (OUTCOMES[shape] == "accepted")
+    if shape == "memory":
+        assert (result.error or "").startswith("memory limit of 64 MB exceeded")
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+async def test_java_is_compiled_once_and_named_by_its_fence(judge: ProgramJudge) -> None:
+    code = JAVA["accepted"] + "// once\n"
+    before = judge.programs.compilations
+    for _ in range(2):
+        assert (await judge.judge(SUM, code)).status == "ok"  # Java by its main(String[])
+    assert judge.programs.compilations == before + 1
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+async def test_a_jvm_that_cannot_start_is_an_error_never_the_programs_fault(
+    tmp_path: Path,
+) -> None:
+    """An address-space limit too small for any JVM: the sandbox's fault, said so, for javac
+    and for a program built elsewhere (the same jar, from the disk cache); a program that
+    prints the JVM's words itself is still judged by its own run."""
+    from tracegen.sandbox import SandboxLimits
+
+    async with Sandbox("builtin") as sandbox:
+        judge = ProgramJudge(Programs(sandbox, BuildCache(tmp_path / "builds")))
+        assert (await judge.judge(SUM, JAVA["accepted"], "java")).outcome == "accepted"
+        liar = await judge.judge(SUM, _JAVA_LIAR, "java")
+        assert liar.outcome == "runtime", liar.error
+    async with Sandbox("builtin", limits=SandboxLimits(memory_mb=200)) as sandbox:
+        small = ProgramJudge(Programs(sandbox, BuildCache(tmp_path / "builds")))
+        result = await small.judge(SUM, JAVA["accepted"], "java")
+        assert small.programs.compilations == 0  # the jar built under the larger limit
+        assert (result.outcome, result.error) == (
+            "error",
+            "the JVM cannot start under the sandbox's limits",
+        )
+        built = await small.programs.build(JAVA["accepted"] + "// anew\n", "java")
+        assert built.failure is not None and "javac" in built.failure  # javac is a JVM too
+
+
+_JAVA_LIAR = (
+    "public class Main { public static void main(String[] a) { System.err.println("
+    '"Error occurred during initialization of VM"); System.exit(1); } }\n'
+)
 
 
 async def test_hard_coded_public_output_is_caught_by_the_private_test(judge: ProgramJudge) -> None:
@@ -313,3 +373,36 @@ async def test_many_tests_are_run_in_executions_of_at_most_a_hundred(judge: Prog
     result = await batched.judge(problem, PYTHON["accepted"], "python")
     assert result.status == "ok" and result.passed == 202
     assert counting.executions == 3
+
+
+_JAVA_FILES = (
+    "import java.io.*;\nimport java.util.*;\npublic class Main {\n"
+    "  public static void main(String[] a) throws Exception {\n"
+    '    Scanner s = new Scanner(new File("input.txt"));\n'
+    '    PrintWriter w = new PrintWriter("output.txt");\n'
+    "    w.println(s.nextLong() + s.nextLong());\n    w.close();\n  }\n}\n"
+)
+_JAVA_CHECKER = (  # open-r1's protocol: input, expected, actual; prints 1 when right
+    "import java.nio.file.*;\npublic class Check {\n"
+    "  public static void main(String[] a) throws Exception {\n"
+    "    String want = Files.readString(Path.of(a[1])).trim();\n"
+    "    String got = Files.readString(Path.of(a[2])).trim();\n"
+    '    System.out.println(want.equals(got) ? "1" : "0");\n  }\n}\n'
+)
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+async def test_java_reads_and_writes_named_files_and_checks_as_a_checker(
+    judge: ProgramJudge,
+) -> None:
+    files = SUM.model_copy(update={"input_file": "input.txt", "output_file": "output.txt"})
+    assert (await judge.judge(files, _JAVA_FILES, "java")).outcome == "accepted"
+    assert (await judge.judge(files, JAVA["accepted"], "java")).outcome == "runtime"  # no stdin
+    checked = SUM.model_copy(
+        update={
+            "compare": Comparison(rule="checker", checker=_JAVA_CHECKER, checker_language="java")
+        }
+    )
+    assert (await judge.judge(checked, PYTHON["accepted"], "python")).outcome == "accepted"
+    assert (await judge.judge(checked, PYTHON["hard-coded"], "python")).outcome == "wrong"

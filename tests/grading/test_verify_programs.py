@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from tests.support.contest_rows import LIVECODEBENCH_FUNCTIONAL, SUM_ROWS
-from tests.support.programs import CPP, OUTCOMES, PYTHON
+from tests.support.programs import CPP, JAVA, OUTCOMES, PYTHON
 from tests.support.runs import child_env, tracegen
-from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
+from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP, NEEDS_JAVAC
 from tests.support.unprivileged import NEEDS_ROOT, nobody_dir, run_script_as_nobody
 
 
@@ -82,6 +82,20 @@ def test_each_dataset_format_judges_cpp(tmp_path: Path, dataset: str) -> None:
     verdicts = verify(tmp_path, row, shapes(problem_id, programs, "cpp"))
     got = {name: v["outcome"] for name, v in zip(programs, verdicts, strict=True)}
     assert got == {name: OUTCOMES[name] for name in programs}
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+@pytest.mark.parametrize("dataset", ["code_contests", "codeforces"])
+def test_each_dataset_format_judges_java(tmp_path: Path, dataset: str) -> None:
+    """Named ``java`` by the row, or by nothing (its ``main(String[])`` says so)."""
+    row, problem_id = SUM_ROWS[dataset]
+    names = ["accepted", "named", "hard-coded", "wrong", "crash", "compile", "busy"]
+    rows = shapes(problem_id, {n: JAVA[n] for n in names}, "java")
+    rows.append({"problem_id": problem_id, "code": JAVA["fast-io"]})
+    verdicts = verify(tmp_path, row, rows)
+    assert [v["outcome"] for v in verdicts] == [OUTCOMES[n] for n in [*names, "fast-io"]]
+    assert {v["language"] for v in verdicts} == {"java"}
 
 
 def test_cpp_without_gpp_is_an_error_naming_it_never_the_programs_fault(tmp_path: Path) -> None:
@@ -157,3 +171,39 @@ def test_verdicts_as_nobody(isolation: str) -> None:
         verdicts = run_script_as_nobody(NOBODY_IMPORTS, script, cwd=work, home=str(work))
     outcomes = [v["outcome"] for v in verdicts]
     assert outcomes == [OUTCOMES[n] for n in names] + [OUTCOMES[n] for n in cpp_names]
+
+
+@pytest.mark.slow
+@NEEDS_ROOT
+@NEEDS_JAVAC
+@pytest.mark.parametrize("isolation", ["builtin", pytest.param("bwrap", marks=NEEDS_BWRAP)])
+def test_java_verdicts_as_nobody(isolation: str) -> None:
+    row, problem_id = SUM_ROWS["code_contests"]
+    names = ["accepted", "threads", "wrong", "memory", "crash", "outside", "compile"]
+    rows = shapes(problem_id, {n: JAVA[n] for n in names}, "java")
+    with nobody_dir() as work:
+        problems = write_jsonl(work / "problems.jsonl", [row])
+        solutions = write_jsonl(work / "solutions.jsonl", rows)
+        script = NOBODY_SCRIPT.format(
+            solutions=str(solutions),
+            problems=str(problems),
+            out=str(work / "verdicts.jsonl"),
+            isolation=isolation,
+        )
+        verdicts = run_script_as_nobody(NOBODY_IMPORTS, script, cwd=work, home=str(work))
+    assert [v["outcome"] for v in verdicts] == [OUTCOMES[n] for n in names]
+
+
+def test_java_without_javac_is_an_error_naming_it(tmp_path: Path) -> None:
+    row, problem_id = SUM_ROWS["code_contests"]
+    rows = shapes(problem_id, {n: JAVA[n] for n in ("accepted", "compile")}, "java")
+    rows.append({"problem_id": problem_id, "code": JAVA["accepted"]})  # Java by its main
+    problems = write_jsonl(tmp_path / "problems.jsonl", [row])
+    answers = write_jsonl(tmp_path / "solutions.jsonl", rows)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    args = ["verify", str(answers), "--problems", str(problems), "--json"]
+    done = tracegen(args, env=child_env(PATH=str(empty)))
+    assert done.returncode == 0, done.stderr
+    for v in map(json.loads, done.stdout.splitlines()):
+        assert (v["outcome"], v["error"]) == ("error", "cannot run java: javac is not installed")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.support.episodes import Episodes, native_call
+from tests.support.episodes import Episodes, Reply, native_call
+from tests.support.system_tools import NEEDS_GPP, NEEDS_JAVAC
 from tracegen.schema import Problem, ProgramLimits, TestCase
 
 SECRET_INPUT, SECRET_OUTPUT = "73190 52811\n", "126001\n"
@@ -78,3 +79,63 @@ async def test_tool_modes_never_send_private_tests(episodes: Episodes, mode: str
     trace = await episodes.run(mode, *replies, problem=PROGRAM)
     assert trace.verdict is not None and trace.verdict.outcome == "accepted", trace.verdict
     assert secrets_sent(episodes) == []
+
+
+JAVA_RIGHT = (
+    "import java.util.*;\n\npublic class Main {\n"
+    "    static public void main(String[] args) {\n"
+    "        Scanner in = new Scanner(System.in);\n"
+    "        System.out.println(in.nextLong() + in.nextLong());\n    }\n}"
+)
+CPP_RIGHT = "#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b; }"
+
+
+@pytest.mark.slow
+@NEEDS_JAVAC
+@NEEDS_GPP
+@pytest.mark.parametrize(
+    ("fence", "code", "language"),
+    [("java", JAVA_RIGHT, "java"), ("cpp", CPP_RIGHT, "cpp"), ("c++", CPP_RIGHT, "cpp")],
+)
+async def test_a_fence_names_the_programs_language(
+    episodes: Episodes, fence: str, code: str, language: str
+) -> None:
+    """A program in a fence of its language is judged in it (here the Java program declares
+    ``static public void main``, which nothing but the fence says is Java)."""
+    trace = await episodes.run(
+        "tool-feedback", f"<think>Sum.</think>\n```{fence}\n{code}\n```", problem=PROGRAM
+    )
+    assert trace.verdict is not None and trace.verdict.outcome == "accepted", trace.verdict
+    (step,) = [s for s in trace.steps if s.kind == "code"]
+    assert step.language == language
+    assert trace.final_code == code
+
+
+def _call(code: str, language: str) -> Reply:
+    arguments = {"code": code, "language": language}
+    return Reply(tool_calls=[{"function": {"name": "python", "arguments": arguments}}])
+
+
+@pytest.mark.slow
+@NEEDS_GPP
+@NEEDS_JAVAC
+async def test_a_tool_calls_language_argument_runs_cpp_and_java(episodes: Episodes) -> None:
+    """A program problem's tool takes ``language``: the call's program is compiled and run
+    once, its output (or compiler error) the answer; an unknown language is refused."""
+    hello = "public class Main { public static void main(String[] a) { System.out.println(7); } }"
+    trace = await episodes.run(
+        "native-tools",
+        _call('#include <cstdio>\nint main(){ puts("from c++"); }', "c++"),
+        _call(hello, "java"),
+        _call("public class Main { int x = ; }", "java"),
+        _call("print(1)", "cobol"),
+        f"```cpp\n{CPP_RIGHT}\n```",
+        problem=PROGRAM,
+    )
+    offered = episodes.fake.requests[0][1]["tools"][0]["function"]["parameters"]["properties"]
+    assert set(offered) == {"code", "language"}
+    answers = [orjson.loads(m.content) for m in trace.messages if m.role == "tool"]
+    assert [a["status"] for a in answers] == ["ok", "ok", "compile", "not-run"], answers
+    assert answers[0]["stdout"] == "from c++\n" and answers[1]["stdout"] == "7\n"
+    assert "error" in answers[2]["error"] and "language" in answers[3]["error"]
+    assert trace.verdict is not None and trace.verdict.outcome == "accepted"

@@ -1,3 +1,5 @@
+import pytest
+
 from tracegen.parsing.segment import segment, strip_system_tags
 
 
@@ -188,3 +190,18 @@ def test_strip_system_tags_leaves_clean_text_unchanged() -> None:
 def test_unclosed_fence_ends_at_a_line_that_starts_with_a_tag() -> None:
     text = "<think>draft\n```python\nx = 1\n</think>\n<code>x = 2</code>"
     assert kinds_and_texts(text) == [("think", "draft"), ("code", "x = 1"), ("code", "x = 2")]
+
+
+@pytest.mark.parametrize(("fence", "language"), [("java", "java"), ("cpp", "cpp"), ("C++", "cpp")])
+def test_a_fence_of_cpp_or_java_is_a_code_step_naming_its_language(
+    fence: str, language: str
+) -> None:
+    code = "int main() { return 0; }"
+    for text in (
+        f"Here:\n```{fence}\n{code}\n```\nDone.",
+        f"<code>\n```{fence}\n{code}\n```\n</code>",
+    ):
+        (step,) = [s for s in segment(text) if s.kind == "code"]
+        assert (step.text, step.language) == (code, language)
+    (plain,) = segment(f"```python\n{code}\n```")
+    assert plain.language is None

@@ -68,6 +68,58 @@ CPP = {
 }
 """C++ programs for `SUM`, by what they do."""
 
+
+def _java(body: str) -> str:
+    return f"public class Main {{\n{body}\n}}\n"
+
+
+_MAIN = "public static void main(String[] args)"
+_READ = "var s = new java.util.Scanner(System.in); long a = s.nextLong(), b = s.nextLong();"
+JAVA = {
+    "accepted": _java(f"{_MAIN} {{ {_READ} System.out.println(a + b); }}"),
+    "fast-io": "import java.io.*;\nimport java.util.*;\n\nclass Main {\n"
+    "  static class Reader {\n"
+    "    BufferedReader r = new BufferedReader(new InputStreamReader(System.in));\n"
+    "    StringTokenizer t;\n"
+    "    String next() throws IOException {\n"
+    "      while (t == null || !t.hasMoreTokens()) t = new StringTokenizer(r.readLine());\n"
+    "      return t.nextToken();\n    }\n  }\n"
+    f"  {_MAIN} throws IOException {{\n    Reader in = new Reader();\n"
+    "    PrintWriter out = new PrintWriter(new BufferedOutputStream(System.out));\n"
+    "    out.println(Long.parseLong(in.next()) + Long.parseLong(in.next()));\n"
+    "    out.flush();\n  }\n}\n",
+    "named": "import java.util.*;\npublic final class Solution {\n"
+    f'  {_MAIN} {{ {_READ} System.out.printf("%d%n", a + b); }}\n}}\n',
+    "package": "package contest.sum;\nimport java.math.BigInteger;\n"
+    "class Helper {\n  static String add(String x, String y) {\n"
+    "    return new BigInteger(x).add(new BigInteger(y)).toString();\n  }\n}\n"
+    f"public class Main {{\n  {_MAIN} {{\n    var s = new java.util.Scanner(System.in);\n"
+    "    System.out.println(Helper.add(s.next(), s.next()));\n  }\n}\n",
+    "threads": _java(
+        f"{_MAIN} throws Exception {{ long[] r = new long[1];\n"
+        f'  Thread t = new Thread(null, () -> {{ {_READ} r[0] = a + b; }}, "deep", 1 << 26);\n'
+        "  t.start(); t.join(); System.out.println(r[0]); }"
+    ),
+    "hard-coded": _java(f"{_MAIN} {{ System.out.println(5); }}"),
+    "wrong": _java(f"{_MAIN} {{ {_READ} System.out.println(a - b); }}"),
+    "busy": _java(f"{_MAIN} {{ long x = 0; while (true) x++; }}"),
+    "memory": _java(
+        f"{_MAIN} {{ var l = new java.util.ArrayList<long[]>();\n"
+        "  while (true) l.add(new long[1 << 20]); }"
+    ),
+    "crash": _java(f"{_MAIN} {{ int[] x = new int[1]; System.out.println(x[5]); }}"),
+    "exit": _java(f"{_MAIN} {{ System.exit(3); }}"),
+    "stack": _java(f"static int f(int n) {{ return f(n + 1) + 1; }}\n{_MAIN} {{ f(0); }}"),
+    "outside": _java(
+        f"{_MAIN} throws Exception {{\n"
+        '  var shadow = java.nio.file.Path.of("/etc/shadow");\n'
+        "  System.out.print(new String(java.nio.file.Files.readAllBytes(shadow))); }"
+    ),
+    "compile": _java(f"{_MAIN} {{ int x = ; }}"),
+    "no-main": _java("static int f() { return 1; }"),
+}
+"""Java programs for `SUM`, by what they do."""
+
 OUTCOMES = {
     "accepted": "accepted",
     "iostream": "accepted",
@@ -87,6 +139,12 @@ OUTCOMES = {
     "outside": "runtime",
     "syntax": "compile",
     "compile": "compile",
+    "fast-io": "accepted",
+    "named": "accepted",
+    "package": "accepted",
+    "threads": "accepted",
+    "stack": "runtime",
+    "no-main": "compile",
     "flood": "output-limit",
     "answer-when-killed": "time",
 }

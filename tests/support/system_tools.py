@@ -50,3 +50,12 @@ def _gpp_problem() -> str | None:
 
 
 NEEDS_GPP = needs_tool("g++", _gpp_problem())
+
+
+def _javac_problem() -> str | None:
+    from tracegen.sandbox.programs import compiler_missing
+
+    return compiler_missing("java")
+
+
+NEEDS_JAVAC = needs_tool("javac", _javac_problem())

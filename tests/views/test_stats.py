@@ -265,3 +265,37 @@ def test_a_gzipped_file_counts_like_the_plain_one(runner: CliRunner, trace_file:
     plain, gzipped = _stats(runner, trace_file), _stats(runner, packed)
     assert gzipped.pop("files") == [str(packed)] and plain.pop("files") == [str(trace_file)]
     assert gzipped == plain
+
+
+def _varied_lines() -> list[bytes]:
+    """Trace lines of every shape, failure and program verdict, some without metrics."""
+    from tests.support.traces import every_mode_and_failure, night_of_traces
+
+    rows = [t.to_json() for t in all_shapes(copies=3) + every_mode_and_failure()]
+    rows += [t.to_json() for t in night_of_traces(300)]
+    for i, row in enumerate(rows):
+        if i % 7 == 0:
+            outcomes = ("accepted", "wrong", "time", "error")
+            row["verdict"] = {
+                "outcome": outcomes[i % 4],
+                "tests": [{"outcome": outcomes[(i + k) % 4]} for k in range(i % 5)],
+            }
+        if i % 11 == 0:
+            row["metrics"] = None
+    return [orjson.dumps(row) for row in rows]
+
+
+@pytest.mark.parametrize("by", [None, "mode", "model", "problem"])
+def test_counting_blocks_by_columns_counts_what_each_trace_counted_alone_does(
+    tmp_path: Path, by: str | None
+) -> None:
+    lines = _varied_lines()
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    counted = collect([path], by=by, workers=1)
+    alone = stats_module.Stats(by=by, files=[str(path)])
+    for line in lines:
+        alone.add(stats_module.DECODER.decode(line))
+    assert counted.to_json() == alone.to_json()
+    assert counted.distributions == alone.distributions
+    assert counted.to_json()["outcomes"] and counted.to_json()["failed_by_reason"]

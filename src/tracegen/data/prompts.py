@@ -40,7 +40,7 @@ def load_prompt(mode: str, prompts_dir: Path | None = None) -> str:
 
 MAX_EXAMPLES = 3
 MAX_EXAMPLE_CHARS = 2000
-_LANGUAGE_NAMES = {"python": "Python", "cpp": "C++17"}
+_LANGUAGE_NAMES = {"python": "Python", "cpp": "C++17", "java": "Java"}
 
 
 def _clip(text: str) -> str:

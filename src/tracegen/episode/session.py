@@ -28,7 +28,13 @@ class Session:
         self.metrics = Metrics()
         self.transcript = Transcript(spec.system_prompt, task_message(spec.problem), self.metrics)
         self.turns = Turns(spec, backend, self.transcript, self.metrics, think)
-        self.runs = Runs(spec.problem, sandbox, self.metrics, spec.settings.max_iterations)
+        self.runs = Runs(
+            spec.problem,
+            sandbox,
+            self.metrics,
+            spec.settings.max_iterations,
+            self.transcript.language_of,
+        )
         self.started = time.perf_counter()
         self.tool_path: ToolPath | None = None
         """Set by modes that give the model tools (``native-tools``)."""

@@ -14,6 +14,7 @@ from tracegen.llm.base import Completion
 from tracegen.parsing.segment import segment, strip_system_tags
 from tracegen.schema import (
     ChatMessage,
+    Language,
     LogprobsKind,
     LogprobsStatus,
     Metrics,
@@ -115,6 +116,13 @@ class Transcript:
 
     def model_code(self) -> list[str]:
         return [s.text for s in self.steps if s.kind == "code" and s.source == "model"]
+
+    def language_of(self, code: str) -> Language | None:
+        """The language the fence of the model's last code block holding ``code`` named."""
+        for step in reversed(self.steps):
+            if step.kind == "code" and step.source == "model" and step.text == code:
+                return step.language
+        return None
 
     def assistant_replies(self) -> list[str]:
         return [m.content for m in self.messages if m.role == "assistant"]

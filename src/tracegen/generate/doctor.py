@@ -85,6 +85,7 @@ async def run_checks(settings: RunSettings) -> list[Check]:
             checks += await check_host(settings, host)
     checks.append(check_sandbox(settings))
     checks.append(check_compiler())
+    checks.append(check_java())
     return checks
 
 
@@ -119,7 +120,7 @@ async def check_local(settings: RunSettings) -> list[Check]:
                 "engine",
                 "ok",
                 f"{info.name} {info.version}: loaded in {backend.load_s:.1f}s, "
-                f"{backend.threads} thread(s)",
+                f"{backend.threads_why}",
             )
         )
         checks += await _logprobs(settings, "", backend)
@@ -286,7 +287,15 @@ def check_compiler() -> Check:
     return Check("c++", "ok", f"g++ compiles C++ solutions ({CPP_FLAGS})")
 
 
+def check_java() -> Check:
+    """Whether Java solutions of program problems can be judged here."""
+    if (missing := compiler_missing("java")) is not None:
+        return Check("java", "warn", f"{missing}: Java solutions are judged `error` ({JDK_HINT})")
+    return Check("java", "ok", "javac compiles Java solutions, a JVM runs each test")
+
+
 GPP_HINT = "`apt-get install g++` to judge them"
+JDK_HINT = "`apt-get install default-jdk-headless` to judge them"
 CPP_FLAGS = " ".join(CPP_COMMAND[1:3])
 
 

@@ -100,7 +100,7 @@ async def verify_stream(
         if worker.warning:
             warn(worker.warning)
         sandbox = worker.sandbox
-        judge = ProgramJudge(Programs(sandbox), options)
+        judge = ProgramJudge(Programs.cached_on_disk(sandbox), options)
         window = IN_FLIGHT * sandbox.concurrency
         pending: deque[asyncio.Task[Verdict]] = deque()
         try:

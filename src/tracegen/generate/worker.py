@@ -12,6 +12,8 @@ and TRL environments and a library user have one. Built from the settings of a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tracegen.config import RunSettings
 from tracegen.episode.engine import run_episode
 from tracegen.episode.spec import EpisodeSpec
@@ -47,6 +49,7 @@ class CountingRunner:
         output_bytes: int | None = None,
         cpu_s: float | None = None,
         memory_mb: int | None = None,
+        files: Sequence[tuple[str, bytes, int]] = (),
     ) -> ProcessRun:
         """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
         self.executions += 1
@@ -56,6 +59,7 @@ class CountingRunner:
             output_bytes=output_bytes,
             cpu_s=cpu_s,
             memory_mb=memory_mb,
+            files=files,
         )
 
 

@@ -19,7 +19,8 @@ from decimal import Decimal, InvalidOperation
 
 from tracegen.schema import Comparison
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+"""A number as the tolerance reads it: ASCII digits only (``float`` also reads ``٣.٥``)."""
 
 
 def _close(got: str, want: str, tolerance: float) -> bool:

@@ -12,6 +12,7 @@ tests passed.
 from __future__ import annotations
 
 import math
+import re
 import signal
 import weakref
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ _STATUS: Final[dict[Outcome, ExecStatus]] = {
     "skipped": "failed",
 }
 _SIGNALS: Final = {int(s): s.name for s in signal.Signals}
+_FRAME: Final = re.compile(r"\s+(?:at .*|\.\.\. \d+ more)$")
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ def _clip(text: str) -> str:
 
 
 def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    """The last line of an error that says what happened (not a Java stack frame)."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not _FRAME.match(ln)]
     return lines[-1][:300] if lines else ""
 
 
@@ -120,7 +123,11 @@ def _failure(run: ProcessRun, limits: Limits, *, private: bool) -> tuple[Outcome
     stderr = run.stderr.decode(errors="replace")
     if run.signal is None and run.exit_code == 0:
         return None
-    if "std::bad_alloc" in stderr or _last_line(stderr).startswith("MemoryError"):
+    if (
+        "std::bad_alloc" in stderr
+        or _last_line(stderr).startswith("MemoryError")
+        or "java.lang.OutOfMemoryError: Java heap space" in stderr
+    ):
         return "memory", f"memory limit of {limits.memory_mb} MB exceeded"
     if run.signal is not None:
         return "runtime", f"killed by {_SIGNALS.get(run.signal, f'signal {run.signal}')}"
@@ -140,7 +147,7 @@ def judge_for(runner: object) -> ProgramJudge | None:
         return None
     judge = _JUDGES.get(runner)
     if judge is None:
-        judge = _JUDGES[runner] = ProgramJudge(Programs(runner))
+        judge = _JUDGES[runner] = ProgramJudge(Programs.cached_on_disk(runner))
     return judge
 
 
@@ -213,6 +220,29 @@ class ProgramJudge:
             duration_s=round(run.wall_s, 6),
         )
 
+    async def run_script(self, problem: Problem, code: str, language: Language) -> ExecResult:
+        """Run ``code`` once with nothing on stdin, under ``problem``'s limits (a tool call
+        in C++ or Java): its output, and how it ended; no test is judged."""
+        if (missing := compiler_missing(language)) is not None:
+            return ExecResult(status="error", error=f"cannot run {language}: {missing}")
+        built = await self.programs.build(code, language)
+        if built.failure is not None:
+            return ExecResult(status="error", error=built.failure)
+        if built.error is not None:
+            return ExecResult(status="compile", outcome="compile", error=_clip(built.error))
+        limits = _limits(problem, self.options)
+        run = await self.programs.run(built, stdin=b"", limits=limits)
+        failed = _failure(run, limits, private=False)
+        return ExecResult(
+            status="ok" if failed is None else _STATUS[failed[0]],
+            outcome=None if failed is None else failed[0],
+            error=None if failed is None else failed[1],
+            exit_code=run.exit_code,
+            stdout=run.stdout.decode(errors="replace"),
+            stderr=run.stderr.decode(errors="replace"),
+            duration_s=round(run.wall_s, 6),
+        )
+
     async def _batch(
         self, problem: Problem, built: Built, tests: list[TestCase], limits: Limits
     ) -> list[ProcessRun]:
@@ -282,6 +312,15 @@ class ProgramJudge:
                 call=call,
             )
         failed = _failure(run, limits, private=test.private)
+        # A JVM that does not start here at all (it says so, or is killed starting) is ours
+        # to fix, never the program's fault: asked once per memory limit, of `java -version`.
+        if (
+            failed is not None
+            and failed[0] == "runtime"
+            and built.language == "java"
+            and not await self.programs.jvm_starts(limits)
+        ):
+            failed = "error", "the JVM cannot start under the sandbox's limits"
         if failed is not None:
             return _result(test, failed[0], failed[1], run), run
         stdout = run.stdout.decode(errors="replace")

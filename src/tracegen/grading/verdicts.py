@@ -18,6 +18,7 @@ from tracegen.grading.answers import extract_final_answer, grade_answer
 from tracegen.grading.programs import ProgramJudge
 from tracegen.jsonl import iter_lines
 from tracegen.sandbox.base import CodeRunner
+from tracegen.sandbox.programs import guess_language
 from tracegen.schema import (
     LANGUAGES,
     TRACE_SCHEMA,
@@ -69,6 +70,7 @@ LANGUAGE_NAMES: Final[dict[str, Language]] = {
     "c++": "cpp",
     "cxx": "cpp",
     "c++17": "cpp",
+    "java": "java",
 }
 """Names a solution row (or a code fence) may give its language by."""
 
@@ -121,7 +123,9 @@ def _verdict(solution: Solution, result: ExecResult) -> Verdict:
         trace_id=solution.trace_id,
         status=result.status,
         outcome=result.outcome,
-        language=solution.language or solution.problem.language
+        language=solution.language
+        or solution.problem.language
+        or guess_language(solution.code or "")
         if solution.problem.is_program
         else None,
         passed=result.passed,

@@ -70,10 +70,40 @@ class Engine(Protocol):
     ) -> Any: ...
 
 
+MEASURED_CORES = 2
+MEASURED_THREADS = 1
+"""The threads that ran the first-run workload fastest on a machine of `MEASURED_CORES` cores,
+by tokens/s and traces/s, the embedded model and llama.cpp's own server alike
+(``benchmarks/threads.py``, docs/performance.md): a thread of llama.cpp waits for the others at
+every token, so one descheduled by the sandbox or anything else running stalls them all."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def choose_threads(cores: int | None = None) -> tuple[int, str]:
+    """llama.cpp threads when ``--threads`` is not given, and the words that say why: the
+    measured best (`MEASURED_THREADS` of `MEASURED_CORES`), the same share of other counts."""
+    cores = cores or usable_cores()
+    threads = max(1, cores * MEASURED_THREADS // MEASURED_CORES)
+    if cores == MEASURED_CORES:
+        why = f"measured best on {cores} cores"
+    else:
+        why = f"{MEASURED_THREADS} of {MEASURED_CORES} cores measured best, {cores} cores here"
+    return threads, f"{_threads(threads)}: {why}, see docs/performance.md"
+
+
 def default_threads() -> int:
-    """llama.cpp threads when not set: half the cores, so generated code running in the
-    sandbox at the same time does not stall the model's threads (see docs/performance.md)."""
-    return max(1, (os.cpu_count() or 2) // 2)
+    """llama.cpp threads when not set (`choose_threads`)."""
+    return choose_threads()[0]
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" if n == 1 else f"{n} threads"
 
 
 def check_fits(model: LocalModel, context_tokens: int, slots: int) -> None:
@@ -132,7 +162,10 @@ class LocalBackend:
         self.local = model
         self.context_tokens = context_tokens
         self.slots = slots
-        self.threads = threads or default_threads()
+        if threads:
+            self.threads, self.threads_why = threads, f"{_threads(threads)} (--threads)"
+        else:
+            self.threads, self.threads_why = choose_threads()
         self.load_s = 0.0
         self._server: Engine | None = None
         self._http: httpx.Client | None = None
@@ -151,7 +184,7 @@ class LocalBackend:
         return (
             f"local: loading {m.name} ({m.summary}; chat template from {m.template_source}) · "
             f"{self.slots} slot(s) of {self.context_tokens} tokens · "
-            f"{self.threads} thread(s) · {grammar}"
+            f"{self.threads_why} · {grammar}"
         )
 
     # ------------------------------------------------------------ loading

@@ -20,10 +20,11 @@ import orjson
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.episode.limits import unreadable_twice
 from tracegen.episode.session import Session
+from tracegen.grading.verdicts import LANGUAGE_NAMES
 from tracegen.modes.base import TracedMode
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 from tracegen.parsing.tool_parsers import choose_parser, parse_text_tool_calls
-from tracegen.schema import Step, ToolCall, ToolPath, Trace
+from tracegen.schema import LANGUAGES, Step, ToolCall, ToolPath, Trace
 
 TOOL_NAME = "python"
 NATIVE = "native"
@@ -43,6 +44,29 @@ PYTHON_TOOL: dict[str, Any] = {
         },
     },
 }
+PROGRAM_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": TOOL_NAME,
+        "description": (
+            "Run a program in a sandbox (Python by default, or C++ or Java) and return its "
+            "status, stdout and stderr. Print what you want to see."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "The program to run."},
+                "language": {
+                    "type": "string",
+                    "enum": list(LANGUAGES),
+                    "description": "The program's language (default: python).",
+                },
+            },
+            "required": ["code"],
+        },
+    },
+}
+"""The tool of a program problem: its ``language`` argument runs C++ or Java too."""
 UNREADABLE = (
     "Your tool call could not be parsed ({reason}). Call the python tool again, with the "
     "script as the JSON string argument code."
@@ -65,9 +89,10 @@ class NativeTools(TracedMode):
     async def converse(self, session: Session) -> None:
         transcript, turns = session.transcript, session.turns
         parser = text_parser(session)
+        tool = PROGRAM_TOOL if session.problem.is_program else PYTHON_TOOL
         failed_before = False
         while True:
-            completion = await turns.generate(SYSTEM_TAG_STOPS, tools=[PYTHON_TOOL])
+            completion = await turns.generate(SYSTEM_TAG_STOPS, tools=[tool])
             path = session.tool_path = session.tool_path or ToolPath(
                 tools="template" if completion.tools_in_template else "request",
                 parser=parser,
@@ -77,7 +102,7 @@ class NativeTools(TracedMode):
             path.server_calls += len(calls)
             failures: list[str] = []
             if not calls:
-                found = parse_text_tool_calls(content, parser, [PYTHON_TOOL])
+                found = parse_text_tool_calls(content, parser, [tool])
                 content, calls, failures = found.text, found.calls, found.failures
                 strategies = list(found.strategies)
                 path.text_calls += len(calls)
@@ -107,13 +132,21 @@ class NativeTools(TracedMode):
         step = Step(kind="tool_call", text=text, message_index=index, parse_strategy=strategy)
         session.transcript.steps.append(step)
         code = fn.arguments.get("code")
+        named = fn.arguments.get("language")
+        language = LANGUAGE_NAMES.get(named.strip().lower()) if isinstance(named, str) else None
         if fn.name != TOOL_NAME or not isinstance(code, str):
             session.metrics.parse_failures += 1
             step.parse_strategy = FAILED
             body = tool_error_json(f'the only tool is "{TOOL_NAME}" with a "code" string argument')
+        elif named is not None and (language is None or not session.problem.is_program):
+            session.metrics.parse_failures += 1
+            step.parse_strategy = FAILED
+            allowed = ", ".join(LANGUAGES) if session.problem.is_program else "python"
+            body = tool_error_json(f'"language" must be one of {allowed}')
         else:
             session.transcript.count_strategy(strategy)
-            body = tool_json(await session.runs.execute(code, script=True))
+            result = await session.runs.execute(code, script=True, language=language)
+            body = tool_json(result)
             step.exec_index = session.runs.last
         answer = session.say("tool", body, tool_name=TOOL_NAME)
         session.transcript.system_step("tool_response", body, answer, step.exec_index)

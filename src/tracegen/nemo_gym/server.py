@@ -86,7 +86,7 @@ class TracegenResourcesServer(SimpleResourcesServer):
         async with self._opening:
             if self._worker is None or self._judge is None:
                 self._worker = await EpisodeWorker(self._settings).open()
-                self._judge = ProgramJudge(Programs(self._worker.sandbox))
+                self._judge = ProgramJudge(Programs.cached_on_disk(self._worker.sandbox))
         return self._worker, self._judge
 
     async def aclose(self) -> None:

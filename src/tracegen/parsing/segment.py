@@ -12,9 +12,10 @@
   no tag inside them is read (see `tracegen.parsing.blocks` for where they end).
 - A markdown fence (a line ```` ``` ```` with no language, ``python``, ``py`` or
   ``python3``) outside literal blocks is a ``code`` step without its fence lines (an
-  unclosed one ends at a line that starts with a tag); a fence of another language stays
-  text. Fence lines that open or close a ``<code>`` block's
-  content are removed too.
+  unclosed one ends at a line that starts with a tag); so is a fence of C++ (``cpp``,
+  ``c++``, ``cc``, ``cxx``) or Java (``java``), the step's ``language`` saying which; a fence
+  of another language stays text. Fence lines that open or close a ``<code>`` block's
+  content are removed too (a C++ or Java one names the step's ``language``).
 - Code keeps its indentation exactly; only a first and a last line holding nothing but
   whitespace are removed. Other steps are stripped of surrounding whitespace.
 - Every step has ``source="model"``: the caller knows which text the system wrote.
@@ -26,9 +27,17 @@ import re
 from dataclasses import dataclass
 
 from tracegen.parsing.blocks import LITERAL_KINDS, SYSTEM_KINDS, TAG, block_end
-from tracegen.schema import Step
+from tracegen.schema import Language, Step
 
 _CODE_LANGS = frozenset({"", "python", "py", "python3"})
+FENCE_LANGUAGES: dict[str, Language] = {
+    "cpp": "cpp",
+    "c++": "cpp",
+    "cc": "cpp",
+    "cxx": "cpp",
+    "java": "java",
+}
+"""Fences of the compiled languages a program may be written in, by the name they give."""
 _EVENT = re.compile(
     TAG.pattern + r"|(?P<fence>^[ \t]*```[ \t]*(?P<lang>[\w+.-]*)[ \t]*(?:\r?\n|\Z))",
     re.MULTILINE,
@@ -48,6 +57,7 @@ class _Piece:
     start: int
     text: str
     fenced: bool = False
+    language: Language | None = None
 
 
 class _Scanner:
@@ -116,7 +126,9 @@ class _Scanner:
         return m.end()
 
     def _fence(self, m: re.Match[str]) -> int:
-        is_code = m.group("lang").lower() in _CODE_LANGS
+        lang = m.group("lang").lower()
+        language = FENCE_LANGUAGES.get(lang)
+        is_code = lang in _CODE_LANGS or language is not None
         close = (_CODE_FENCE_END if is_code else _FENCE_CLOSE).search(self.text, m.end())
         body_end = close.start() if close else len(self.text)
         end = close.end() if close else len(self.text)
@@ -124,7 +136,8 @@ class _Scanner:
             self.buf.append(self.text[m.start() : end])
             return end
         self._flush(m.start())
-        self.pieces.append(_Piece("code", m.start(), self.text[m.end() : body_end], fenced=True))
+        body = self.text[m.end() : body_end]
+        self.pieces.append(_Piece("code", m.start(), body, fenced=True, language=language))
         self.buf_start = end
         return end
 
@@ -140,6 +153,14 @@ def _without_fences(code: str) -> str:
     return "\n".join(lines)
 
 
+def fence_language(body: str) -> Language | None:
+    """The language a ``<code>`` block's opening fence names (C++ or Java), if any."""
+    first = next((line for line in body.split("\n") if line.strip()), "")
+    if not _FENCE_LINE.fullmatch(first):
+        return None
+    return FENCE_LANGUAGES.get(first.strip().strip("`").strip().lower())
+
+
 def code_text(body: str) -> str:
     """The code in a ``<code>`` block's content: fences and one blank first/last line off."""
     body = _without_fences(body)
@@ -153,7 +174,10 @@ def segment(text: str) -> list[Step]:
     for piece in _Scanner(text).run():
         content = code_text(piece.text) if piece.kind == "code" else piece.text.strip()
         if content.strip():
-            steps.append(Step(kind=piece.kind, text=content))  # type: ignore[arg-type]
+            step = Step(kind=piece.kind, text=content)  # type: ignore[arg-type]
+            if piece.kind == "code":
+                step.language = piece.language or fence_language(piece.text)
+            steps.append(step)
     return steps
 
 

@@ -144,6 +144,15 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+def _put_file(path: str, data: bytes, mode: int) -> None:
+    """A new file of the execution's own (a file of that name there is refused)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -807,6 +816,9 @@ def run_script(payload: dict[str, Any], where: str | None = None) -> dict[str, A
     """Run code as ``__main__`` like ``python solution.py`` in ``where`` would (see
     `program_namespace`), exit status included; then, as Python does before it exits,
     wait for the threads it started and run its ``atexit`` functions."""
+    if where is not None:
+        for name, data, mode in payload.get("files") or ():
+            _put_file(where + "/" + name, bytes.fromhex(data), mode)
     report = _run_main(payload["code"], program_namespace(payload["code"], where, as_main=True))
     if where is not None:
         finalize()

@@ -126,6 +126,36 @@ def _under_system_dir(path: str) -> bool:
     return any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS)
 
 
+@functools.cache
+def java_home() -> str | None:
+    """The JDK that ``javac`` on ``PATH`` belongs to (its real directory), if it has ``java``."""
+    javac = shutil.which("javac")
+    if javac is None:
+        return None
+    home = os.path.dirname(os.path.dirname(os.path.realpath(javac)))
+    return home if os.access(os.path.join(home, "bin", "java"), os.X_OK) else None
+
+
+@functools.cache
+def toolchain_dirs() -> tuple[str, ...]:
+    """Directories outside `SYSTEM_DIRS` that the compilers read: Debian's JDK links its
+    ``conf`` and ``lib/jvm.cfg`` into ``/etc/java-N-openjdk``."""
+    home = java_home()
+    if home is None or not _under_system_dir(home):
+        return ()
+    found: dict[str, None] = {}
+    for top in ("conf", "lib"):
+        for where, dirs, names in os.walk(os.path.join(home, top)):
+            for name in [*names, *dirs]:
+                path = os.path.join(where, name)
+                if not os.path.islink(path):
+                    continue
+                target = os.path.realpath(path)
+                if target.startswith("/etc/") and not _under_system_dir(target):
+                    found[os.path.join("/etc", target.split("/")[2])] = None
+    return tuple(d for d in found if os.path.isdir(d))
+
+
 def _python_dirs() -> list[str]:
     dirs = [sys.base_prefix, os.path.dirname(python_executable())]
     out: list[str] = []
@@ -169,6 +199,8 @@ def bwrap_command(
         # Capabilities over bwrap's user namespace only, which every child drops (after
         # taking an IPC namespace of its own).
         args += ["--unshare-all", *(["--cap-add", "CAP_SYS_ADMIN"] if caps else [])]
+    for d in toolchain_dirs():  # before /etc/ld.so.cache makes /etc 0700
+        args += ["--perms", "0755", "--dir", os.path.dirname(d), "--ro-bind", d, d]
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
     for d in [*_python_dirs(), *_outside(read_only or [])]:
@@ -318,7 +350,7 @@ class Cgroups:
 
 def read_only_paths() -> list[str]:
     """What generated code may read under Landlock: the system and the Python installation."""
-    return [*SYSTEM_DIRS, *_python_dirs()]
+    return [*SYSTEM_DIRS, *toolchain_dirs(), *_python_dirs()]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, NamedTuple, cast
 
@@ -512,6 +512,7 @@ class Sandbox:
         output_bytes: int | None = None,
         cpu_s: float | None = None,
         memory_mb: int | None = None,
+        files: Sequence[tuple[str, bytes, int]] = (),
     ) -> ProcessRun:
         """Run a script whose verdict is its exit and its output alone (it may replace itself
         with another program): ``timeout_s`` wall clock and ``output_bytes`` of stdout (and
@@ -520,11 +521,16 @@ class Sandbox:
         ``cpu_s`` and ``memory_mb`` (at most the sandbox's) bound the whole execution: the
         CPU of all its processes, ended or running, and all the memory they hold. An
         execution over its CPU is killed (``cpu_s`` says how much it used, every process
-        counted); one over its memory is ``killed_for="memory"``."""
+        counted); one over its memory is ``killed_for="memory"``. ``files`` (name, content,
+        mode) are written in its directory before it runs: data kept out of the script's
+        source, which the execution would otherwise parse."""
+        signed: dict[str, Any] = {"code": code}
+        if files:
+            signed["files"] = [[name, data.hex(), mode] for name, data, mode in files]
         raw = await self._execute(
             "code",
             None,
-            {"code": code},
+            signed,
             timeout_s=timeout_s,
             output_bytes=output_bytes,
             cpu_s=cpu_s,

@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alias", help="the model name clients ask for (default: the model's)")
     parser.add_argument("--ctx", type=int, default=4096, help="context tokens per slot")
     parser.add_argument("--parallel", type=int, default=1, help="requests decoded at once")
-    parser.add_argument("--threads", type=int, help="CPU threads (default: half the cores)")
+    parser.add_argument(
+        "--threads", type=int, help="CPU threads (default: as tracegen run --backend local)"
+    )
     args = parser.parse_args(argv)
     try:
         served = start(

@@ -154,28 +154,32 @@ def _decoder(line: type[TraceFacts]) -> msgspec.json.Decoder[TraceFacts]:
 _NO_METRICS = MetricFacts()
 _METRIC_VALUES = attrgetter(*METRICS)
 _COUNTED_VALUES = attrgetter(*COUNTED)
-_METRICS_OF = attrgetter("metrics")
-_SCORE_OF = attrgetter("score")
-_SUCCESS_OF = attrgetter("success")
-_IDEAL_OF = attrgetter("is_ideal")
-_ERROR_OF = attrgetter("error")
-_PROBLEM_OF = attrgetter("problem_id")
-_MODE_OF = attrgetter("mode")
-_MODEL_OF = attrgetter("model")
+_COLUMNS_OF = attrgetter(
+    "metrics",
+    "score",
+    "success",
+    "is_ideal",
+    "error",
+    "problem_id",
+    "mode",
+    "model",
+    "logprobs_status",
+    "verdict",
+    "messages",
+    "logprobs",
+    "usage",
+    "token_requests",
+)
+"""A trace's fields as `Stats.add_all` reads them: a block's columns in one pass."""
+_METRIC_COLUMNS_OF = attrgetter(*METRICS, *COUNTED, "parse_strategies")
 _BY_OF = {key: attrgetter(name) for key, name in BY_KEYS.items()}
-_HALLUCINATED_OF = attrgetter("hallucinated_results")
-_STRATEGIES_OF = attrgetter("parse_strategies")
-_LOGPROBS_STATUS_OF = attrgetter("logprobs_status")
-_VERDICT_OF = attrgetter("verdict")
-_MESSAGES_OF = attrgetter("messages")
 _ROLE_OF = attrgetter("role")
-_LOGPROBS_OF = attrgetter("logprobs")
-_USAGE_OF = attrgetter("usage")
 _REQUESTS_OF = attrgetter("requests")
-_TOKEN_REQUESTS_OF = attrgetter("token_requests")
+_OUTCOME_OF = attrgetter("outcome")
+_TESTS_OF = attrgetter("tests")
 
 
-def _whole(column: list[Any]) -> list[Any]:
+def _whole(column: Sequence[Any]) -> Sequence[Any]:
     return column
 
 
@@ -183,10 +187,10 @@ def _whole(column: list[Any]) -> list[Any]:
 class _Rows:
     """The columns of a block of traces that every `Group` sums, one entry per trace."""
 
-    success: list[bool]
-    ideal: list[bool]
-    errors: list[ErrorFacts | None]
-    columns: list[list[float]]
+    success: Sequence[bool]
+    ideal: Sequence[bool]
+    errors: Sequence[ErrorFacts | None]
+    columns: list[Sequence[float]]
     """``score`` and each of `METRICS`, in `DISTRIBUTIONS`' order."""
 
 
@@ -210,7 +214,7 @@ class Group:
     def add_columns(self, rows: _Rows, indexes: list[int] | None) -> None:
         """`add` for the traces of a block (those at ``indexes``, or all), column by column."""
         if indexes is None:
-            pick: Callable[[list[Any]], Sequence[Any]] = _whole
+            pick: Callable[[Sequence[Any]], Sequence[Any]] = _whole
         elif len(indexes) == 1:
             one = indexes[0]
             pick = lambda column: (column[one],)  # noqa: E731
@@ -311,31 +315,39 @@ class Stats:
 
     def add_all(self, items: list[TraceFacts]) -> None:
         """`add` for every trace of ``items`` (a block of lines), counted column by column:
-        each column is read off the block with `attrgetter` and counted by builtins, so no
-        Python code runs per line (the totals are the same, summed in the same order)."""
+        the block's columns are read off it in one pass (`_COLUMNS_OF`) and counted by
+        builtins, so no Python code runs per line (the totals are the same, summed in the
+        same order)."""
         if not items:
             return
-        metrics = list(map(_METRICS_OF, items))
+        (
+            metrics,
+            scores,
+            success,
+            ideal,
+            errors,
+            problem_ids,
+            modes,
+            models,
+            statuses,
+            verdicts,
+            messages,
+            logprobs,
+            usages,
+            token_requests,
+        ) = zip(*map(_COLUMNS_OF, items), strict=True)
         if None in metrics:
-            metrics = [m or _NO_METRICS for m in metrics]
-        columns = [
-            list(map(_SCORE_OF, items)),
-            *map(list, zip(*map(_METRIC_VALUES, metrics), strict=True)),
-        ]
-        rows = _Rows(
-            list(map(_SUCCESS_OF, items)),
-            list(map(_IDEAL_OF, items)),
-            list(map(_ERROR_OF, items)),
-            columns,
-        )
+            metrics = tuple(m or _NO_METRICS for m in metrics)
+        *values, strategies = zip(*map(_METRIC_COLUMNS_OF, metrics), strict=True)
+        columns: list[Sequence[float]] = [scores, *values[: len(METRICS)]]
+        rows = _Rows(success, ideal, errors, columns)
         self.total.add_columns(rows, None)
-        problem_ids = list(map(_PROBLEM_OF, items))
         self._add_groups(self.problems, problem_ids, rows)
         if self.by is not None:
-            keys = problem_ids if self.by == "problem" else list(map(_BY_OF[self.by], items))
+            keys = {"mode": modes, "model": models, "problem": problem_ids}[self.by]
             self._add_groups(self.groups, keys, rows)
-        cells = list(zip(map(_MODE_OF, items), map(_MODEL_OF, items), problem_ids, strict=True))
-        won = Counter(compress(cells, rows.success))
+        cells = list(zip(modes, models, problem_ids, strict=True))
+        won = Counter(compress(cells, success))
         for cell, n in Counter(cells).items():
             tally = self.samples.get(cell)
             if tally is None:
@@ -343,31 +355,29 @@ class Stats:
             else:
                 tally[0] += n
                 tally[1] += won[cell]
-        if len(rows.errors) != rows.errors.count(None):
-            self.failures.update(f"{e.kind}/{e.reason}" for e in rows.errors if e is not None)
+        if len(errors) != errors.count(None):
+            self.failures.update(f"{e.kind}/{e.reason}" for e in errors if e is not None)
         for counts, column in zip(self.distributions.values(), columns[:-1], strict=False):
             counts.update(column)
         self.distributions[DISTRIBUTIONS[-1]].update(map(round, columns[-1], repeat(3)))
-        for name, counted in zip(
-            COUNTED, zip(*map(_COUNTED_VALUES, metrics), strict=False), strict=True
-        ):
+        for name, counted in zip(COUNTED, values[len(METRICS) :], strict=True):
             self.counted[name] += sum(counted)
-        hallucinated = list(map(_HALLUCINATED_OF, metrics))
+        hallucinated = values[len(METRICS) + COUNTED.index("hallucinated_results")]
         self.traces_with_hallucinations += len(hallucinated) - hallucinated.count(0)
-        strategies = self.strategies
-        for strategy, n in chain.from_iterable(
-            map(dict.items, filter(None, map(_STRATEGIES_OF, metrics)))
-        ):
-            strategies[strategy] += n
-        self.logprobs.update(map(_LOGPROBS_STATUS_OF, items))
-        for verdict in map(_VERDICT_OF, items):
-            if verdict is not None:
-                self._count_outcomes(verdict)
-        roles = Counter(map(_ROLE_OF, chain.from_iterable(filter(None, map(_MESSAGES_OF, items)))))
+        tallied = self.strategies
+        for strategy, n in chain.from_iterable(map(dict.items, filter(None, strategies))):
+            tallied[strategy] += n
+        self.logprobs.update(statuses)
+        programs = [v for v in filter(None, verdicts) if v.outcome is not None]
+        if programs:
+            self.outcomes.update(map(_OUTCOME_OF, programs))
+            tests = chain.from_iterable(filter(None, map(_TESTS_OF, programs)))
+            self.test_outcomes.update(o for o in map(_OUTCOME_OF, tests) if o is not None)
+        roles = Counter(map(_ROLE_OF, chain.from_iterable(filter(None, messages))))
         self.assistant_turns += roles["assistant"]
-        self.turns_with_logprobs += sum(map(len, filter(None, map(_LOGPROBS_OF, items))))
-        self.model_requests += sum(map(_REQUESTS_OF, filter(None, map(_USAGE_OF, items))))
-        self.requests_with_token_ids += sum(map(len, filter(None, map(_TOKEN_REQUESTS_OF, items))))
+        self.turns_with_logprobs += sum(map(len, filter(None, logprobs)))
+        self.model_requests += sum(map(_REQUESTS_OF, filter(None, usages)))
+        self.requests_with_token_ids += sum(map(len, filter(None, token_requests)))
 
     def _count_outcomes(self, verdict: VerdictFacts | None) -> None:
         """A program problem's verdict and tests, by outcome (other verdicts have none)."""
@@ -378,7 +388,7 @@ class Stats:
                     self.test_outcomes[test.outcome] += 1
 
     @staticmethod
-    def _add_groups(groups: dict[str, Group], keys: list[str], rows: _Rows) -> None:
+    def _add_groups(groups: dict[str, Group], keys: Sequence[str], rows: _Rows) -> None:
         at: dict[str, list[int]] = defaultdict(list)
         for i, key in enumerate(keys):
             at[key].append(i)
