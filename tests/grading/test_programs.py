@@ -27,7 +27,7 @@ async def judge(request: pytest.FixtureRequest) -> AsyncIterator[ProgramJudge]:
         yield ProgramJudge(Programs(sandbox))
 
 
-SLOW_SHAPES = {"busy", "sleep", "flood"}
+SLOW_SHAPES = {"busy", "sleep", "flood", "answer-when-killed"}
 """Shapes that take seconds (their limits run out twice: once in the batch, once alone)."""
 
 

@@ -81,6 +81,24 @@ def test_apps_call_based_row_is_functional_and_accepts_the_unwrapped_value(
     assert problem.compare is not None and problem.compare.unwrap_single
 
 
+def test_deepcoder_row_with_tacos_call_based_tests_accepts_the_unwrapped_value(
+    tmp_path: Path,
+) -> None:
+    """DeepCoder's TACO-derived rows keep TACO's ``{inputs, outputs, fn_name}``, outputs
+    wrapped in a list; rLLM grades them with TACO's ``run_test`` (and its
+    ``taco_to_lcb_format`` takes ``outputs[i][0]``), so ``add`` returning 5 is right."""
+    row = {
+        "problem": "Write add(a, b) returning a + b.",
+        "tests": orjson.dumps(
+            {"inputs": [[2, 3], [10, 20]], "outputs": [[5], [30]], "fn_name": "add"}
+        ).decode(),
+        "metadata": "{}",
+    }
+    problem = load_row(tmp_path, row)
+    assert problem.entry_point == "add"
+    assert problem.compare is not None and problem.compare.unwrap_single
+
+
 def test_livecodebench_functional_row_calls_solution_method(tmp_path: Path) -> None:
     problem = load_row(tmp_path, LIVECODEBENCH_FUNCTIONAL)
     assert problem.entry_point == "Solution.addTwo"

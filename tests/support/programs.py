@@ -36,6 +36,11 @@ PYTHON = {
     "outside": "print(open('/etc/shadow').read())\n",
     "syntax": "def f(:\n    pass\n",
     "flood": "while True:\n    print('y' * 1000)\n",
+    # Too slow, and answers from the handler of the signal that stops it.
+    "answer-when-killed": "import os, signal\na, b = map(int, input().split())\n"
+    "def answer(*_):\n    os.write(1, b'%d\\n' % (a + b))\n    os._exit(0)\n"
+    "for s in (signal.SIGXCPU, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
+    "    signal.signal(s, answer)\nwhile True:\n    pass\n",
 }
 """Python programs for `SUM`, by what they do."""
 
@@ -56,6 +61,10 @@ CPP = {
     "outside": '#include <cstdio>\nint main(){FILE*f=fopen("/etc/shadow","r");'
     "if(!f) return 1; int c; while((c=fgetc(f))!=EOF) putchar(c); }\n",
     "compile": "int main(){ return x; }\n",
+    "answer-when-killed": "#include <csignal>\n#include <cstdio>\n#include <unistd.h>\n"
+    "static char s[32]; static int n;\nstatic void on(int){ write(1, s, n); _exit(0); }\n"
+    'int main(){ long long a,b; scanf("%lld %lld",&a,&b); n=snprintf(s,32,"%lld\\n",a+b);'
+    " signal(SIGXCPU,on); signal(SIGTERM,on); volatile unsigned long x=0; for(;;) x++; }\n",
 }
 """C++ programs for `SUM`, by what they do."""
 
@@ -137,5 +146,6 @@ OUTCOMES = {
     "stack": "runtime",
     "no-main": "compile",
     "flood": "output-limit",
+    "answer-when-killed": "time",
 }
 """The outcome each program must get."""

@@ -47,6 +47,8 @@ OUTPUT_LIMIT: Final = 16 << 20
 """Bytes a program may write per test (stdout, and stderr) before it is stopped."""
 SHOWN: Final = 2000
 """Characters of expected and actual output a test result keeps."""
+CPU_KILLED: Final = 0.5
+"""A run killed by SIGKILL having used this share of its CPU limit ran out of time."""
 CHECKER_LIMITS: Final = Limits(cpu_s=10, wall_s=20, memory_mb=1024, output_bytes=1 << 16)
 _STATUS: Final[dict[Outcome, ExecStatus]] = {
     "accepted": "ok",
@@ -106,14 +108,16 @@ def _failure(run: ProcessRun, limits: Limits, *, private: bool) -> tuple[Outcome
     cpu_limit = math.ceil(limits.cpu_s)
     if run.killed_for == "timeout":
         return "time", f"wall-clock limit of {limits.wall_s:g} s exceeded"
+    if run.killed_for == "memory":
+        return "memory", f"memory limit of {limits.memory_mb} MB exceeded (all processes)"
+    # The CPU limit ends a program with SIGKILL (a SIGXCPU could be caught, and answered
+    # from); the kernel counts its CPU time a little ahead of what its rusage reports.
     if (
         run.cpu_s > limits.cpu_s
         or run.signal == signal.SIGXCPU
-        or (run.signal == signal.SIGKILL and run.cpu_s >= cpu_limit)
+        or (run.signal == signal.SIGKILL and run.cpu_s >= CPU_KILLED * cpu_limit)
     ):
         return "time", f"CPU time limit of {limits.cpu_s:g} s exceeded ({run.cpu_s:.2f} s)"
-    if run.killed_for == "memory":
-        return "memory", f"memory limit of {limits.memory_mb} MB exceeded (all processes)"
     if run.killed_for == "output-limit":
         return "output-limit", f"more than {limits.output_bytes} bytes of output"
     stderr = run.stderr.decode(errors="replace")

@@ -398,14 +398,18 @@ def from_deepcoder(row: Row, index: int) -> Problem:
     metadata = _json(row.get("metadata") or "{}", "'metadata'")
     func = metadata.get("func_name") if isinstance(metadata, dict) else None
     starter = row.get("starter_code") or None
-    entry, tests = _listed_tests(_json(row["tests"], "'tests'"), func, starter)
+    cases = _json(row["tests"], "'tests'")
+    entry, tests = _listed_tests(cases, func, starter)
     if not tests:
         raise ValueError("no tests")
+    # TACO's call-based tests (outputs wrapped in a list) are graded as TACO grades them.
+    taco_call = isinstance(cases, dict) and bool(cases.get("fn_name"))
     return Problem(
         id=str(index),
         prompt=_with_starter(_text(row, "problem"), starter),
         entry_point=entry,
         tests=_first_public(tests),
+        compare=Comparison(unwrap_single=True) if taco_call else None,
         language="python" if entry else None,
         starter_code=starter,
         source="deepcoder",

@@ -323,7 +323,7 @@ _stdin = os.open({stdin}, os.O_RDONLY)
 os.dup2(_stdin, 0)
 os.close(_stdin)
 _output = {output_file}
-_limit(resource.RLIMIT_CPU, {cpu}, 1)
+_limit(resource.RLIMIT_CPU, {cpu})  # SIGKILL at the limit: no handler answers late
 _memory = {memory}
 _spawn = {spawn}
 
@@ -495,7 +495,7 @@ def _child(w_out, w_err):
     _keep = int(_keep) if _keep.isdigit() else 1024
     os.closerange(3, _keep)
     os.closerange(_keep + 1, 1024)
-    _limit(resource.RLIMIT_CPU, {cpu}, 1)
+    _limit(resource.RLIMIT_CPU, {cpu})  # SIGKILL at the limit: no handler answers late
     if _binary:
         _limit(resource.RLIMIT_STACK, _memory)
         os.execv("./prog", ["./prog"])
@@ -535,6 +535,10 @@ for _index, _data in enumerate({inputs}):
             (os.POSIX_SPAWN_DUP2, w_out, 1),
             (os.POSIX_SPAWN_DUP2, w_err, 2),
         ])
+        try:  # SIGKILL at its CPU limit: a SIGXCPU could be caught, and answered from
+            resource.prlimit(pid, resource.RLIMIT_CPU, ({cpu}, {cpu}))
+        except ProcessLookupError:  # it has ended already
+            pass
     else:
         pid = os.fork()
         if pid == 0:
