@@ -143,7 +143,7 @@ def judge_for(runner: object) -> ProgramJudge | None:
     shared); None if it cannot run programs. A wrapper (``.runner``) is looked through."""
     while not hasattr(runner, "run_process") and hasattr(runner, "runner"):
         runner = runner.runner
-    if not hasattr(runner, "run_process"):
+    if not hasattr(runner, "run_process") or not hasattr(runner, "limits"):
         return None
     judge = _JUDGES.get(runner)
     if judge is None:
@@ -316,7 +316,7 @@ class ProgramJudge:
         # to fix, never the program's fault: asked once per memory limit, of `java -version`.
         if (
             failed is not None
-            and failed[0] == "runtime"
+            and failed[0] in ("runtime", "memory")
             and built.language == "java"
             and not await self.programs.jvm_starts(limits)
         ):

@@ -27,7 +27,7 @@ from typing import Final, Protocol
 
 from tracegen.sandbox.build_cache import BuildCache
 from tracegen.sandbox.isolation import java_home
-from tracegen.sandbox.runner import ProcessRun
+from tracegen.sandbox.runner import ProcessRun, SandboxLimits
 from tracegen.schema import Language
 
 CPP_COMMAND: Final = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "prog", "prog.cpp")
@@ -104,7 +104,10 @@ def javac_command(home: str, file: str) -> list[str]:
 
 
 class ProcessRunner(Protocol):
-    """What `Programs` needs of a sandbox (`Sandbox.run_process`)."""
+    """What `Programs` needs of a sandbox (`Sandbox.run_process`, its limits)."""
+
+    @property
+    def limits(self) -> SandboxLimits: ...
 
     async def run_process(
         self,
@@ -725,6 +728,10 @@ class Programs:
         if run.killed_for == "error":
             return Built(language, source, failure="the sandbox failed while compiling")
         if run.killed_for == "memory":
+            if (cap := self.sandbox.limits.memory_mb) < COMPILE_MEMORY_MB:
+                # The sandbox's own limit, not the compiler's: no program's fault.
+                why = f"the compiler does not fit the sandbox's memory limit of {cap} MB"
+                return Built(language, source, failure=why)
             return Built(language, source, error="compilation stopped: out of memory")
         if run.killed_for == "timeout" or run.signal is not None:
             why = "the compiler ran out of time" if run.killed_for else f"signal {run.signal}"
