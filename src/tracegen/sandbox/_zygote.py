@@ -827,8 +827,15 @@ class Zygote:
         sibling's) once the resident total, which counts them whole, is over the limit."""
         held = 0
         if self.own_mounts:
+            # Until the execution has mounted its own, these are the zygote's (a whole disk).
+            shared = set()
+            for ours in (b".", b"/dev/shm", os.path.dirname(run.workdir.encode())):
+                with contextlib.suppress(OSError):
+                    shared.add(os.stat(ours).st_dev)
             for where in (b"/proc/%d/cwd" % run.pid, b"/proc/%d/root/dev/shm" % run.pid):
                 with contextlib.suppress(OSError):
+                    if os.stat(where).st_dev in shared:
+                        continue
                     st = os.statvfs(where)
                     held += (st.f_blocks - st.f_bfree) * st.f_frsize
         resident = [_resident(pid) for pid in pids]
