@@ -41,6 +41,11 @@ class CountingRunner:
         self.executions += 1
         return await self.runner.run_code(code)
 
+    @property
+    def limits(self) -> SandboxLimits:
+        """The limits of the sandbox it passes executions on to."""
+        return self.runner.limits  # type: ignore[attr-defined]
+
     async def run_process(
         self,
         code: str,
