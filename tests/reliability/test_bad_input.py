@@ -251,7 +251,7 @@ CASES = [
         2,
         r"{old_problem}:1: .*'tracegen.problem/1'",
     ),
-    Case("problems: negative limit", "problems --limit -1", 2, r"--limit must be at least 1"),
+    Case("problems: negative limit", "problems --limit -1", 2, r"limit \(flag\)"),
     # ---------------------------------------------------------------- doctor
     Case("doctor: missing config file", "doctor --config {missing}", 2, r"config file not found"),
     Case("doctor: unknown sandbox", "doctor --sandbox docker", 2, UNKNOWN_SANDBOX),

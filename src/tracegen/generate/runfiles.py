@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -179,6 +180,8 @@ class RunFiles:
             self._superseded: set[Key] = set()
             self._current = False if overwrite else self._scan(settings)
             self.failed -= self.done
+            if _is_fifo(output):  # a stream: refused now if no process reads it, kept open
+                self._out = JsonlWriter(output)
             if start:
                 self.start()
         except BaseException:
@@ -194,7 +197,8 @@ class RunFiles:
         _prepare(self._kinds, overwrite=self._overwrite, warn=self._warn)
         if self._superseded:
             self._drop(self._superseded)
-        self._out = JsonlWriter(self.output)
+        if self._out is None:
+            self._out = JsonlWriter(self.output)
         self._rej = JsonlWriter(self.rejects) if self.rejects is not None else None
         self._state = JsonlWriter(self.state)
         if not self._current:
@@ -464,3 +468,10 @@ def _truncate(path: Path) -> None:
             path.open("wb").close()
     except OSError as e:
         raise OutputError(f"{path}: cannot overwrite: {e.strerror}") from None
+
+
+def _is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(path.stat().st_mode)
+    except OSError:
+        return False

@@ -316,7 +316,7 @@ class ProgramJudge:
         # to fix, never the program's fault: asked once per memory limit, of `java -version`.
         if (
             failed is not None
-            and failed[0] in ("runtime", "memory")
+            and failed[0] in ("runtime", "memory", "time")
             and built.language == "java"
             and not await self.programs.jvm_starts(limits)
         ):
