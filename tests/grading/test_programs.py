@@ -55,8 +55,10 @@ async def test_cpp_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> 
 async def test_java_program_gets_its_outcome(judge: ProgramJudge, shape: str) -> None:
     """Compiled once by javac, a JVM per test; its heap is the problem's memory limit (64 MB)."""
     result = await judge.judge(SUM, JAVA[shape], "java")
-    if shape == "stack":  # a JVM's 16 MB stack filled, beside the JVM, may pass 64 MB first
-        assert result.outcome in ("runtime", "memory"), (result.error, result.tests)
+    if shape == "stack":  # a JVM's 16 MB stack filled, beside the JVM, may pass 64 MB first;
+        # at its limit the kernel reclaims (and the JVM faults back) its code pages, which on a
+        # busy machine may spend the CPU limit before the kill.
+        assert result.outcome in ("runtime", "memory", "time"), (result.error, result.tests)
         return
     assert result.outcome == OUTCOMES[shape], (result.error, result.tests)
     assert (result.status == "ok") == (OUTCOMES[shape] == "accepted")

@@ -117,8 +117,10 @@ def test_a_run_against_a_server_failing_30_percent_of_requests_loses_nothing(
         f"{len(chats)} requests for 40 episodes, faults injected: {dict(faults)}, "
         f"{len(failed)} episodes failed"
     )
-    for asked, bound in zip(gave_up, bounds, strict=True):  # a repeated answer: one run of ≤ 5
-        assert asked == bound if bound is not None else 2 <= asked <= MAX_ATTEMPTS, figure
+    # A repeated answer ends its run at once, but the episode's earlier runs may have ended
+    # otherwise (its garbage and faults alternating until the attempts were spent).
+    for asked, bound in zip(gave_up, bounds, strict=True):
+        assert asked == bound if bound is not None else 2 <= asked <= EPISODE_BOUND, figure
     assert len(attempts) == len(accepted) and max(attempts.values()) <= EPISODE_BOUND, figure
     retries_of_accepted = sum(attempts.values()) - len(accepted)
     assert retries_of_accepted <= retried <= retries_of_accepted + sum(gave_up), figure
