@@ -257,15 +257,26 @@ class StandInMethod:
 
 
 class StandInExchange(StandInMethod):
-    """``handle.exchange``: a batch of episodes pickled, each answered at once with a
-    pickled result, all read back in one answer."""
+    """``handle.exchange``: a batch of episodes as the driver encodes it, each answered at
+    once, all in one answer encoded as an actor encodes it (read back when awaited)."""
+
+    def __init__(self, answer: bytes) -> None:
+        from tracegen.generate.ray_executor import encode_results
+
+        super().__init__(answer)
+        # the actor's own work (dumping the trace) done once, here
+        ((_, line, *rest),) = pickle.loads(encode_results([("", pickle.loads(answer))]))
+        self.line, self.rest = line, rest
 
     def remote(self, *args: Any) -> asyncio.Future[Any]:
-        batch, _linger = args
+        from tracegen.generate.ray_executor import decode_batch
+
+        blob, _linger = args
         pickle.dumps(args, protocol=5)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        answer = pickle.dumps([(item[2], self.answer) for item in batch], protocol=5)
-        future.set_result([(i, pickle.loads(a)) for i, a in pickle.loads(answer)])
+        wire = [(item[2], self.line, *self.rest) for item in decode_batch(blob)]
+        answer = pickle.dumps(wire, protocol=pickle.HIGHEST_PROTOCOL)
+        future.set_result(pickle.loads(pickle.dumps(answer, protocol=5)))
         return future
 
 

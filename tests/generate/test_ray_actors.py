@@ -4,6 +4,7 @@ instance): each node's start goes on by itself, and a failure is reported as wha
 from __future__ import annotations
 
 import asyncio
+import pickle
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from ray.exceptions import RaySystemError  # noqa: E402
 
 from tracegen.config import RunSettings  # noqa: E402
 from tracegen.generate import ray_executor  # noqa: E402
+from tracegen.jsonl import dumps  # noqa: E402
+from tracegen.schema import Trace  # noqa: E402
 
 
 class StandInActor:
@@ -110,11 +113,14 @@ class StandInEpisodes:
     def __init__(self, fails: BaseException | None = None, hangs: bool = False) -> None:
         self.fails, self.hangs = fails, hangs
         self.batches: list[list[str]] = []
+        self.lines: list[bytes] = []
+        """Each trace as it was sent back, dumped."""
         self.exchange, self.ping, self.cancel = self, Ping(hangs), Ping(False)
 
-    def remote(self, batch: list[Any], linger: float) -> asyncio.Future[Any]:
+    def remote(self, blob: bytes, linger: float) -> asyncio.Future[Any]:
         from tests.support.traces import markers_trace
 
+        batch = ray_executor.decode_batch(blob)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if batch:
@@ -128,7 +134,9 @@ class StandInEpisodes:
         for problem, sample, trace_id, _seed, _host in batch:
             trace = markers_trace(sample, problem_id=problem.id).model_copy(update={"id": trace_id})
             results.append((trace_id, ray_executor.Result(trace, None, 0, 1)))
-        future.set_result(results)
+        answer = ray_executor.encode_results(results)
+        self.lines += [line for _, line, *_ in pickle.loads(answer)]
+        future.set_result(answer)
         return future
 
 
@@ -229,3 +237,16 @@ def test_every_episode_comes_back_when_actors_answer_at_once(tmp_path):
     actors = [StandInEpisodes() for _ in range(4)]
     run_on_stand_ins(tmp_path, actors, episodes=600)
     assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(600))
+
+
+def test_episodes_freed_by_one_answer_go_back_in_one_call_and_are_written_as_sent(tmp_path):
+    """An answer frees its episodes' slots: the episodes that take them leave together in
+    the next call, not one call each. Each trace is written as the actor dumped it: the
+    bytes a local run writes for it."""
+    actor = StandInEpisodes()
+    run_on_stand_ins(tmp_path, [actor], episodes=12)
+    assert [len(b) for b in actor.batches] == [2] * 6  # its share of 2, each time
+    written = (tmp_path / "traces.jsonl").read_bytes().splitlines(keepends=True)
+    assert sorted(written) == sorted(actor.lines)
+    for line in written:
+        assert line == dumps(Trace.model_validate_json(line).to_row())
