@@ -71,8 +71,11 @@ class Recorder:
         """Episodes recorded as failed because of the server (``kind="backend"``)."""
         self.last_server_failure = ""
 
-    def record(self, spec: EpisodeSpec, trace: Trace, tries: int) -> bool:
-        """Record ``trace`` (the episode's ``tries``-th run); False when it is put back."""
+    def record(
+        self, spec: EpisodeSpec, trace: Trace, tries: int, line: bytes | None = None
+    ) -> bool:
+        """Record ``trace`` (the episode's ``tries``-th run); False when it is put back.
+        ``line``: the trace already dumped as it is written (see `RunFiles.record`)."""
         error = trace.error
         if error is not None and error.kind == "internal" and not self.warned_internal:
             self.warned_internal = True
@@ -92,7 +95,7 @@ class Recorder:
             self.server_failures += 1
             self.last_server_failure = f"{error.reason}: {error.message}"
         outcome = self.filters.outcome(trace)
-        self.files.record(trace, outcome)
+        self.files.record(trace, outcome, line)
         self.stats.add(trace, outcome)
         self.reporter.update()
         return True
@@ -145,6 +148,10 @@ class Executor:
     def summary_rows(self) -> list[tuple[str, str]]:
         """Rows this executor adds to the summary."""
         return []
+
+    def line_of(self, trace: Trace) -> bytes | None:
+        """The JSON line ``trace`` (a result of `run_one`) came as, already dumped, if any."""
+        return None
 
     async def execute(self) -> int:
         """Run the episodes; the summary; the exit status (130/143 when interrupted)."""
@@ -236,5 +243,5 @@ class Executor:
                 return
             spec, tries = item
             trace = await self.run_one(spec)  # what stops the run is raised (`errors.Stops`)
-            if not self.recorder.record(spec, trace, tries):
+            if not self.recorder.record(spec, trace, tries, self.line_of(trace)):
                 self.again.append((spec, tries + 1))

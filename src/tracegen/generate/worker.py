@@ -12,7 +12,7 @@ and TRL environments and a library user have one. Built from the settings of a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Unpack
 
 from tracegen.config import RunSettings
 from tracegen.episode.engine import run_episode
@@ -20,7 +20,7 @@ from tracegen.episode.spec import EpisodeSpec
 from tracegen.llm.base import Backend, session
 from tracegen.modes import get_mode
 from tracegen.sandbox import Sandbox, SandboxLimits
-from tracegen.sandbox.runner import ProcessRun
+from tracegen.sandbox.runner import ProcessOptions, ProcessRun
 from tracegen.schema import ExecResult, Problem, Trace
 
 
@@ -46,11 +46,10 @@ class CountingRunner:
         """The limits of the sandbox it passes executions on to."""
         return self.sandbox.limits
 
-    async def run_process(self, code: str, **limits: Any) -> ProcessRun:
-        """An execution of a program problem's judge (`Sandbox.run_process`, whose keywords
-        ``limits`` are), counted too."""
+    async def run_process(self, code: str, **options: Unpack[ProcessOptions]) -> ProcessRun:
+        """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
         self.executions += 1
-        return await self.sandbox.run_process(code, **limits)
+        return await self.sandbox.run_process(code, **options)
 
 
 class EpisodeWorker:
