@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from tests.support.limit_programs import (
+    DAEMON_CPP,
     FORK_CHAIN_CPP,
     GENEROUS,
     HOSTILE,
@@ -94,6 +95,14 @@ async def test_a_cpp_fork_chain_is_time_with_the_cpu_of_every_link(judge: Progra
 
 
 @ON_LOOP
+@NEEDS_GPP
+async def test_a_cpp_programs_daemon_is_killed_when_it_ends(judge: ProgramJudge) -> None:
+    for _ in range(2):  # and nothing of it reaches the next run
+        outcome, cpu_s, error = summary(await judge.judge(LIMITED, DAEMON_CPP, "cpp"))
+        assert outcome == "accepted", (outcome, cpu_s, error)
+
+
+@ON_LOOP
 @pytest.mark.parametrize("name", sorted(RIGHT_UNDER_LIMITED))
 async def test_threads_and_reserved_address_space_are_not_memory(
     judge: ProgramJudge, name: str
@@ -121,7 +130,7 @@ async def test_a_sandboxs_memory_limit_counts_every_process_of_a_script(isolatio
 NOBODY_IMPORTS = """
 import asyncio, concurrent.futures.thread, json, shutil
 from tests.support.limit_programs import (
-    FORK_CHAIN_CPP,
+    DAEMON_CPP, FORK_CHAIN_CPP,
     GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED, SCRIPT_LIMITS, SCRIPTS,
 )
 from tests.support.programs import SUM
@@ -143,6 +152,8 @@ async def main():
         if shutil.which("g++"):
             result = await judge.judge(LIMITED, FORK_CHAIN_CPP, "cpp")
             out["cpp:fork-chain"] = [result.outcome, result.tests[0].cpu_s, result.error]
+            result = await judge.judge(LIMITED, DAEMON_CPP, "cpp")
+            out["cpp:daemon"] = [result.outcome, result.tests[0].cpu_s, result.error]
     async with Sandbox({isolation!r}, limits=SandboxLimits(**SCRIPT_LIMITS)) as sandbox:
         for name, code in SCRIPTS.items():
             out["script:" + name] = (await sandbox.run_code(code)).status
@@ -191,3 +202,10 @@ def test_as_nobody_a_sandboxs_memory_limit_counts_every_process(isolation: str, 
 @pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
 def test_as_nobody_a_cpp_fork_chain_is_time(isolation: str) -> None:
     check_hostile("fork-chain", *as_nobody(isolation)["cpp:fork-chain"])
+
+
+@NEEDS_ROOT
+@NEEDS_GPP
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+def test_as_nobody_a_cpp_programs_daemon_is_killed_when_it_ends(isolation: str) -> None:
+    assert as_nobody(isolation)["cpp:daemon"][0] == "accepted", as_nobody(isolation)["cpp:daemon"]

@@ -88,6 +88,29 @@ int main() {
 }
 """
 
+DAEMON_CPP = r"""
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+int main() {
+    long long a, b;
+    if (scanf("%lld %lld", &a, &b) != 2) return 1;
+    fflush(stdout);
+    if (fork() == 0) {  // a daemon of its own session, holding the run's stdout, never ending
+        setsid();
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        if (fork() != 0) _exit(0);
+        volatile unsigned long x = 0;
+        for (;;) x++;
+    }
+    printf("%lld\n", a + b);
+}
+"""
+"""A right answer whose program leaves a daemon behind: accepted, the daemon killed when the
+program ends (it holds the run's output open: left alive, the run would last until its wall
+clock ran out, ``time``)."""
+
 SPLIT_MEMORY = """\
 import os, time
 a, b = map(int, input().split())
