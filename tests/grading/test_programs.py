@@ -293,6 +293,19 @@ async def test_a_programs_tests_run_in_one_execution(judge: ProgramJudge) -> Non
     assert counting.executions == 1
 
 
+@pytest.mark.slow
+@NEEDS_GPP
+async def test_a_cpp_programs_tests_run_in_one_execution(judge: ProgramJudge) -> None:
+    counting = CountingSandbox(judge.programs.sandbox)  # type: ignore[arg-type]
+    programs = Programs(counting)  # type: ignore[arg-type]
+    await programs.build(CPP["accepted"], "cpp")
+    counting.executions = 0
+    batched = ProgramJudge(programs, JudgeOptions(batch=True))
+    result = await batched.judge(MANY, CPP["accepted"], "cpp")
+    assert result.status == "ok" and result.passed == 20
+    assert counting.executions == 1
+
+
 KILLS_ITS_PARENT = (
     "import os, signal\na, b = map(int, input().split())\nprint(a + b, flush=True)\n"
     "os.kill(os.getppid(), signal.SIGKILL)\n"

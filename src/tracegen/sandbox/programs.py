@@ -447,6 +447,12 @@ if _binary:  # inherited by each spawned run; one that raises them is caught by 
             _value = min(_value, _hard)
         resource.setrlimit(_which, (_value, _hard))
 
+try:  # its hard CPU limit set from here; a confinement may refuse another process's limits
+    resource.prlimit(os.getpid(), resource.RLIMIT_CPU)
+    _spawn = True
+except OSError:  # then forked, each sets its own
+    _spawn = False
+
 def _child(w_out, w_err):
     os.setpgid(0, 0)
     fd = os.open("stdin.txt", os.O_RDONLY)
@@ -463,6 +469,7 @@ def _child(w_out, w_err):
     _limit(resource.RLIMIT_CPU, {cpu})  # SIGKILL at the limit: no handler answers late
     if _binary:
         _limit(resource.RLIMIT_STACK, _memory)
+        signal.signal(signal.SIGXCPU, signal.SIG_DFL)
         os.execv("./prog", ["./prog"])
     import builtins, io, traceback
     builtins.exit = builtins.quit = sys.exit
@@ -493,7 +500,7 @@ for _index, _data in enumerate({inputs}):
     r_err, w_err = os.pipe()
     started = time.monotonic()
     cpu_before = _cpu_of_children()
-    if _binary:  # spawned without copying the driver: the limits are its own soft ones
+    if _binary and _spawn:  # spawned without copying the driver: the limits are its own soft ones
         pid = os.posix_spawn("./prog", ["./prog"], {{}}, setpgroup=0,
                              setsigdef=(signal.SIGXCPU,), file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, "stdin.txt", os.O_RDONLY, 0),
