@@ -130,8 +130,10 @@ def tool_parser(
 
 
 @dataclass(frozen=True)
-class _Named:
-    """The mode, its prompt and the problems some settings name, each read once."""
+class Named:
+    """The mode, its prompt and the problems some settings name, each read once: the part of
+    a run's setup no server takes part in, which `prepare` and `decide` start from, and which
+    an environment whose policy is sampled elsewhere (`tracegen.trl.environment`) reads alone."""
 
     mode: Mode
     prompt: str
@@ -143,8 +145,8 @@ class _Named:
         settings: RunSettings,
         mode_name: str,
         problem_set: str,
-        before: _Named | None = None,
-    ) -> _Named:
+        before: Named | None = None,
+    ) -> Named:
         """The mode and problems named (as given or decided), each a mistake refused before
         any server is asked; what ``before`` read for the same mode is taken from it."""
         if before is not None and before.mode.name == mode_name:
@@ -168,7 +170,7 @@ async def prepare(
     (`tracegen.llm.factory.choose_backend`), and `decide` does the rest. ``in_process``:
     whether episodes run in this process, where the embedded model can serve them.
     """
-    named = _Named.read(settings, settings.mode, settings.problems)
+    named = Named.read(settings, settings.mode, settings.problems)
     chosen = await choose_backend(settings, say)
     return _decide(settings, chosen, say, in_process=in_process, named=named)
 
@@ -184,7 +186,7 @@ def decide(
     sampled outside tracegen): `prepare` without asking any server. ``sampled_elsewhere``: the
     caller samples the policy itself, so nothing constrains its decoding (no grammar is asked
     for, whatever ``--constrain`` says)."""
-    named = _Named.read(settings, settings.mode, settings.problems)
+    named = Named.read(settings, settings.mode, settings.problems)
     return _decide(
         settings,
         BackendChoice(settings.backend, settings.model),
@@ -201,7 +203,7 @@ def _decide(
     say: Say,
     *,
     in_process: bool,
-    named: _Named,
+    named: Named,
     sampled_elsewhere: bool = False,
 ) -> RunSetup:
     said: str | None = None
@@ -214,7 +216,7 @@ def _decide(
     num_samples = decided.pop("num_samples", settings.num_samples)
     generation = settings.generation(**decided)
     if said is not None:
-        named = _Named.read(settings, generation.mode, problem_set, named)
+        named = Named.read(settings, generation.mode, problem_set, named)
     mode, prompt, problems = named.mode, named.prompt, named.problems
     embedded = runs_in_process(chosen.backend)
     if embedded and not in_process:
