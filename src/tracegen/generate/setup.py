@@ -13,7 +13,7 @@ through `tracegen.generate.worker.EpisodeWorker`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tracegen.config import GenerationSettings, RunSettings
@@ -58,8 +58,8 @@ class RunSetup:
     plan: Plan
     """The episodes, with the generation settings the run decided (`generation`)."""
     backend: str
-    """The backend kind: local, ollama, openai; auto until a server answers (the pool's
-    ``kind`` then says which)."""
+    """The backend kind: local, ollama, openai; auto until a server answers (`answered`
+    then records the kind the pool found)."""
     capabilities: Capabilities | None
     """What the backend kind can do, where known before anything answers."""
     choices: Choices
@@ -92,17 +92,34 @@ class RunSetup:
             problems, self.generation, self.prompt, num_samples, self.settings.seed, self.choices
         )
 
+    def answered(self, kind: str | None) -> RunSetup:
+        """This setup once the servers answered: an ``auto`` backend becomes the ``kind`` they
+        were found to be (`tracegen.llm.pool.HostPool.kind`), with what that kind can do."""
+        if self.backend != "auto" or kind is None or kind == self.backend:
+            return self
+        return replace(self, backend=kind, capabilities=known_capabilities(kind))
+
     def header(self) -> dict[str, Any]:
-        """What the run decided, as its header records it."""
+        """What the run decided, as its header records it: the state file's first line
+        (``run``, `tracegen.generate.runfiles.StateHeader`) and the run's opening line."""
         return {
             "mode": self.mode.name,
             "backend": self.backend,
             "model": self.model,
+            "problems": self.problem_set,
             "constrain": self.choices.constrain,
             "tool_parser": self.choices.tool_parser,
             "first_run": self.first_run,
             "max_attempts": self.retry.attempts,
         }
+
+
+def describe(header: dict[str, Any]) -> str:
+    """A run's `RunSetup.header` as its opening line says it."""
+    said = [f"{key} {header[key]}" for key in ("mode", "backend", "model", "problems")]
+    if header.get("first_run"):
+        said.append("first run")
+    return " · ".join(said)
 
 
 def retry_policy(settings: RunSettings) -> RetryPolicy:
