@@ -19,6 +19,7 @@ from tests.support.limit_programs import (
     HOSTILE,
     HOSTILE_OUTCOMES,
     LIMITED,
+    OWN_FILES,
     RIGHT_UNDER_GENEROUS,
     RIGHT_UNDER_LIMITED,
     SCRIPT_LIMITS,
@@ -64,6 +65,17 @@ async def test_work_spread_over_processes_is_held_to_the_problems_limits(
 ) -> None:
     outcome, cpu_s, error = summary(await judge.judge(LIMITED, HOSTILE[name], "python"))
     check_hostile(name, outcome, cpu_s, error)
+
+
+@ON_LOOP
+@pytest.mark.parametrize("name", sorted(OWN_FILES))
+async def test_files_held_in_its_own_file_systems_are_memory_wherever_it_is(
+    judge: ProgramJudge, name: str
+) -> None:
+    if judge.programs.isolation == "rlimit":
+        pytest.skip("rlimit: an execution has no file system of its own to count")
+    outcome, cpu_s, error = summary(await judge.judge(LIMITED, OWN_FILES[name], "python"))
+    assert outcome == "memory", (name, outcome, cpu_s, error)
 
 
 @ON_LOOP
@@ -122,7 +134,8 @@ NOBODY_IMPORTS = """
 import asyncio, concurrent.futures.thread, json, shutil
 from tests.support.limit_programs import (
     FORK_CHAIN_CPP,
-    GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED, SCRIPT_LIMITS, SCRIPTS,
+    GENEROUS, HOSTILE, LIMITED, OWN_FILES, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED,
+    SCRIPT_LIMITS, SCRIPTS,
 )
 from tests.support.programs import SUM
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
@@ -134,7 +147,7 @@ async def main():
     out = {{}}
     async with Sandbox({isolation!r}, concurrency=2) as sandbox:
         judge = ProgramJudge(Programs(sandbox))
-        cases = [(n, LIMITED, c) for n, c in HOSTILE.items()]
+        cases = [(n, LIMITED, c) for n, c in {{**HOSTILE, **OWN_FILES}}.items()]
         cases += [(n, LIMITED, c) for n, c in RIGHT_UNDER_LIMITED.items()]
         cases += [(n, GENEROUS, c) for n, c in RIGHT_UNDER_GENEROUS.items()]
         for name, problem, code in cases:
@@ -168,6 +181,15 @@ def test_as_nobody_work_spread_over_processes_is_held_to_the_limits(
     isolation: str, name: str
 ) -> None:
     check_hostile(name, *as_nobody(isolation)[name])
+
+
+@NEEDS_ROOT
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+@pytest.mark.parametrize("name", sorted(OWN_FILES))
+def test_as_nobody_files_held_in_its_own_file_systems_are_memory_wherever_it_is(
+    isolation: str, name: str
+) -> None:
+    assert as_nobody(isolation)[name][0] == "memory", as_nobody(isolation)[name]
 
 
 @NEEDS_ROOT
