@@ -26,6 +26,9 @@ from tests.support.limit_programs import (
     SCRIPT_STATUS,
     SCRIPTS,
     SHORT_FORK_CHAIN,
+    STDCPP_SUM,
+    TIGHT,
+    TIGHT_SANDBOX_MB,
 )
 from tests.support.programs import SUM
 from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS
@@ -130,6 +133,21 @@ async def test_a_sandboxs_memory_limit_counts_every_process_of_a_script(isolatio
             assert result.status == SCRIPT_STATUS[name], (name, result.error, result.stderr)
 
 
+ISOLATED = [pytest.param("bwrap", marks=NEEDS_BWRAP), "builtin"]
+
+
+@NEEDS_GPP
+@ON_LOOP
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_a_compile_has_its_own_memory_limit_not_the_problems_nor_the_sandboxs(
+    isolation: str,
+) -> None:
+    limits = SandboxLimits(memory_mb=TIGHT_SANDBOX_MB)
+    async with Sandbox(isolation, limits=limits) as sandbox:
+        result = await ProgramJudge(Programs(sandbox)).judge(TIGHT, STDCPP_SUM, "cpp")
+    assert result.outcome == "accepted", (result.error, result.tests)
+
+
 NOBODY_IMPORTS = """
 import asyncio, concurrent.futures.thread, json, shutil
 from tests.support.limit_programs import (
@@ -213,3 +231,24 @@ def test_as_nobody_a_sandboxs_memory_limit_counts_every_process(isolation: str, 
 @pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
 def test_as_nobody_a_cpp_fork_chain_is_time(isolation: str) -> None:
     check_hostile("fork-chain", *as_nobody(isolation)["cpp:fork-chain"])
+
+
+COMPILE_SCRIPT = """
+from tests.support.limit_programs import STDCPP_SUM, TIGHT, TIGHT_SANDBOX_MB
+
+async def main():
+    limits = SandboxLimits(memory_mb=TIGHT_SANDBOX_MB)
+    async with Sandbox({isolation!r}, limits=limits) as sandbox:
+        result = await ProgramJudge(Programs(sandbox)).judge(TIGHT, STDCPP_SUM, "cpp")
+    return [result.outcome, result.error]
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+@NEEDS_ROOT
+@NEEDS_GPP
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+def test_as_nobody_a_compile_has_its_own_memory_limit(isolation: str) -> None:
+    script = COMPILE_SCRIPT.format(isolation=isolation)
+    assert run_script_as_nobody(NOBODY_IMPORTS, script, timeout=600) == ["accepted", None]

@@ -15,6 +15,28 @@ LIMITED = Problem(
 )
 """One second of CPU and 64 MB for everything the execution holds."""
 
+TIGHT = Problem(
+    id="sum-tight",
+    prompt="Read two integers a and b; print a + b.",
+    limits=ProgramLimits(time_s=2, memory_mb=32),
+    tests=[TestCase(name="public", kind="stdio", input="2 3\n", expected="5\n")],
+)
+"""32 MB: less than g++ needs to compile a program that includes ``bits/stdc++.h``."""
+TIGHT_SANDBOX_MB = 64
+"""A sandbox's memory limit under which such a compile does not fit either."""
+STDCPP_SUM = r"""
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+    long long a, b;
+    cin >> a >> b;
+    vector<long long> v{a, b};
+    cout << accumulate(v.begin(), v.end(), 0LL) << endl;
+}
+"""
+"""Right under `TIGHT`: its compile has its own memory limit, not the problem's nor the
+sandbox's."""
+
 GENEROUS = Problem(
     id="sum-generous",
     prompt="Read two integers a and b; print a + b.",

@@ -55,6 +55,7 @@ class CountingRunner:
         cpu_s: float | None = None,
         memory_mb: int | None = None,
         files: Sequence[tuple[str, bytes, int]] = (),
+        toolchain: bool = False,
     ) -> ProcessRun:
         """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
         self.executions += 1
@@ -65,6 +66,7 @@ class CountingRunner:
             cpu_s=cpu_s,
             memory_mb=memory_mb,
             files=files,
+            toolchain=toolchain,
         )
 
 

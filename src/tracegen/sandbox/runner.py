@@ -516,6 +516,7 @@ class Sandbox:
         cpu_s: float | None = None,
         memory_mb: int | None = None,
         files: Sequence[tuple[str, bytes, int]] = (),
+        toolchain: bool = False,
     ) -> ProcessRun:
         """Run a script whose verdict is its exit and its output alone (it may replace itself
         with another program): ``timeout_s`` wall clock and ``output_bytes`` of stdout (and
@@ -524,9 +525,11 @@ class Sandbox:
         ``cpu_s`` and ``memory_mb`` (at most the sandbox's) bound the whole execution: the
         CPU of all its processes, ended or running, and all the memory they hold. An
         execution over its CPU is killed (``cpu_s`` says how much it used, every process
-        counted); one over its memory is ``killed_for="memory"``. ``files`` (name, content,
-        mode) are written in its directory before it runs: data kept out of the script's
-        source, which the execution would otherwise parse."""
+        counted); one over its memory is ``killed_for="memory"``. With ``toolchain`` (a
+        compiler's execution) ``memory_mb`` is its own declared limit, whatever the
+        sandbox's: that bounds the programs it runs, not the tools that build them.
+        ``files`` (name, content, mode) are written in its directory before it runs: data
+        kept out of the script's source, which the execution would otherwise parse."""
         signed: dict[str, Any] = {"code": code}
         if files:
             signed["files"] = [[name, data.hex(), mode] for name, data, mode in files]
@@ -538,6 +541,7 @@ class Sandbox:
             output_bytes=output_bytes,
             cpu_s=cpu_s,
             memory_mb=memory_mb,
+            toolchain=toolchain,
         )
         killed_for: Literal["timeout", "output-limit", "memory", "error"] | None = raw.killed_for
         if raw.worker_died:
@@ -576,13 +580,14 @@ class Sandbox:
         output_bytes: int | None = None,
         cpu_s: float | None = None,
         memory_mb: int | None = None,
+        toolchain: bool = False,
     ) -> _Raw:
         """Run one execution: ``candidate`` to the code's process, ``signed`` (with a fresh
         key) to the process that reports: the judge, or the script itself."""
         cpu = self.limits.cpu_s if cpu_s is None else min(cpu_s, self.limits.cpu_s)
-        memory = (
-            self.limits.memory_mb if memory_mb is None else min(memory_mb, self.limits.memory_mb)
-        )
+        memory = self.limits.memory_mb
+        if memory_mb is not None:
+            memory = memory_mb if toolchain else min(memory_mb, memory)
         key = os.urandom(32)
         reporter = orjson.dumps({**signed, "key": key.hex()})
         async with self._semaphore:
@@ -612,6 +617,7 @@ class Sandbox:
         output_bytes: int | None = None,
         cpu_s: float | None = None,
         memory_mb: int | None = None,
+        toolchain: bool = False,
     ) -> _Raw:
         loop = asyncio.get_running_loop()
         limits = self.limits
