@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from tracegen.sandbox.isolation import (
     running_as_root,
     sandbox_command,
     take_uid,
-    warm_standard_library,
+    warm_runtime_files,
 )
 from tracegen.schema import ExecResult, ExecStatus, Problem, TestCase, TestResult
 
@@ -234,10 +235,11 @@ class _ZygoteProcess:
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        warming: threading.Thread | None = None
         if self.root:
             self.cgroups = Cgroups.make(self.limits)
             if self.cgroups is not None:
-                warm_standard_library()
+                warming = warm_runtime_files()
         cgroup_dirs = self.cgroups.dirs if self.cgroups is not None else []
         if self.isolation == "bwrap":
             prefix = bwrap_prefix(self.root, binds=cgroup_dirs, read_only=self.packages)
@@ -286,6 +288,8 @@ class _ZygoteProcess:
         except TimeoutError:
             ready = b""
         await feeding
+        if warming is not None:  # done before any execution may be the first to read them
+            await asyncio.to_thread(warming.join)
         if not ready:
             detail = self._stderr_tail()
             await self.close()
