@@ -257,15 +257,26 @@ class StandInMethod:
 
 
 class StandInExchange(StandInMethod):
-    """``handle.exchange``: a batch of episodes pickled, each answered at once with a
-    pickled result, all read back in one answer."""
+    """``handle.exchange``: a batch of episodes as the driver encodes it, each answered at
+    once, all in one answer encoded as an actor encodes it (read back when awaited)."""
+
+    def __init__(self, answer: bytes) -> None:
+        from tracegen.generate.ray_executor import encode_results
+
+        super().__init__(answer)
+        # the actor's own work (dumping the trace) done once, here
+        ((_, line, *rest),) = pickle.loads(encode_results([("", pickle.loads(answer))]))
+        self.line, self.rest = line, rest
 
     def remote(self, *args: Any) -> asyncio.Future[Any]:
-        batch, _linger = args
+        from tracegen.generate.ray_executor import decode_batch
+
+        blob, _linger = args
         pickle.dumps(args, protocol=5)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        answer = pickle.dumps([(item[2], self.answer) for item in batch], protocol=5)
-        future.set_result([(i, pickle.loads(a)) for i, a in pickle.loads(answer)])
+        wire = [(item[2], self.line, *self.rest) for item in decode_batch(blob)]
+        answer = pickle.dumps(wire, protocol=pickle.HIGHEST_PROTOCOL)
+        future.set_result(pickle.loads(pickle.dumps(answer, protocol=5)))
         return future
 
 
@@ -368,50 +379,25 @@ def choice_us(count: int, previous: bool, budget_s: float) -> float:
 def driver_ms(count: int, episodes: int, previous: bool, tmp: Path) -> float:
     """Milliseconds of this process's CPU per episode, through `RayExecutor.execute` with
     ``count`` stand-in actors."""
-    from tests.support.runs import write_problems
+    from tests.support.ray_stand_ins import StandInExecutor, stand_in_executor, stand_in_plan
 
-    from tracegen.config import RunSettings
-    from tracegen.data.prompts import load_prompt
-    from tracegen.generate.plan import Plan
-    from tracegen.generate.progress import Reporter, RunStats
-    from tracegen.generate.ray_executor import Actors, RayExecutor, RunParts
-    from tracegen.generate.runfiles import RunFiles
-    from tracegen.llm.factory import backend_for
-    from tracegen.llm.pool import HostPool
-    from tracegen.problems import load_problems
-
-    problems_file = write_problems(tmp / f"problems-{count}-{previous}.jsonl", episodes)
     slots = min(1024, 4 * count)
-    settings = RunSettings(
-        mode="markers",
-        model="test-model",
-        backend="ollama",
-        hosts=["http://127.0.0.1:9"],
+    settings, plan = stand_in_plan(
+        tmp / f"problems-{count}-{previous}.jsonl",
+        episodes,
         concurrency=slots,
-        executor="ray",
         output=tmp / f"traces-{count}-{previous}.jsonl",
-        quiet=True,
     )
-    prompt = load_prompt("markers", None)
-    problems = load_problems(str(problems_file), limit=None, problem_ids=None)
-    plan = Plan(problems, settings.generation(), prompt, 1, None)
     answer = _answer()
 
-    class StandInExecutor(RayExecutor):
-        async def open(self) -> str:
-            parts = RunParts(plan.settings, plan.system_prompt, plan.settings_hash)
-            self.actors = Actors(settings, parts, slots, warn=print)
+    class StandIns(StandInExecutor):
+        def stand_ins(self) -> list[Any]:
+            joined = [_actor(n + 1, answer) for n in range(count)]
             if previous:
                 self.previous = PreviousActors(slots)
-            for n in range(count):
-                actor = _actor(n + 1, answer)
-                self.actors.join(actor)
-                if previous:
+                for actor in joined:
                     self.previous.join(actor)
-            return "stand-ins"
-
-        async def close(self) -> None:
-            pass
+            return joined
 
         async def _on_actor(self, spec: Any, host: str) -> Any:
             if not previous:
@@ -428,25 +414,11 @@ def driver_ms(count: int, episodes: int, previous: bool, tmp: Path) -> float:
             return result.trace
 
     async def run() -> float:
-        stats = RunStats()
-        reporter = Reporter(stats, lambda: 0, display="quiet")
-        files = RunFiles(
-            settings.output,
-            None,
-            settings_hash=plan.settings_hash,
-            settings=plan.settings.record(prompt),
-            overwrite=True,
-            warn=print,
-        )
-        pool = HostPool([backend_for(settings, settings.hosts[0])], limit=slots)
-        stats.total = plan.size
-        executor = StandInExecutor(settings, plan, files, pool, stats, reporter)
-        started = time.process_time()
-        await executor.execute()
-        cpu = time.process_time() - started
-        files.close()
-        await pool.aclose()
-        assert stats.done == episodes, (stats.done, episodes)
+        async with stand_in_executor(StandIns, settings, plan) as executor:
+            started = time.process_time()
+            await executor.execute()
+            cpu = time.process_time() - started
+        assert executor.stats.done == episodes, (executor.stats.done, episodes)
         return 1000 * cpu / episodes
 
     return asyncio.run(run())

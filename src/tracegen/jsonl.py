@@ -280,6 +280,7 @@ def iter_struct_blocks(
     on_error: LineErrorHandler,
     name: str = "record",
     span: tuple[int, int | None] = (0, None),
+    offsets: bool = True,
 ) -> Iterator[Block[S]]:
     """The lines of ``path`` (of the byte range ``span``, see `line_spans`) decoded by
     ``decoder``, a msgspec JSON decoder of the struct the caller needs (fields it does not
@@ -289,7 +290,8 @@ def iter_struct_blocks(
     bad line is passed to ``on_error`` with its number (counted from the start of ``span``)
     and the reason (``not valid JSON (…)``, ``not a {name}: field: …``), and left out.
     Blocks are read into one reused buffer, so a `msgspec.Raw` field of a struct is only
-    valid until the next block is asked for (``bytes(raw)`` keeps a copy).
+    valid until the next block is asked for (``bytes(raw)`` keeps a copy). Without
+    ``offsets``, a block's ``offsets`` are left empty (its lines are counted, not found).
     """
     path = Path(path)
     seen, position = 0, span[0]
@@ -302,21 +304,24 @@ def iter_struct_blocks(
                 position += size + 1
                 yield Block(1, [], [])
                 continue
-            starts = _line_starts(buf, size)
+            lines = buf.count(b"\n", 0, size - 1) + 1
             block = memoryview(buf)[:size]
             try:
                 items = decoder.decode_lines(block)
             except msgspec.MsgspecError:
                 items = []
-            if len(items) == len(starts):
-                offsets = [position + start for start in starts]
+            if len(items) == lines:  # no bad line, no blank one
+                at = [position + start for start in _line_starts(buf, size)] if offsets else []
             else:
                 decoded = list(_decode_each(bytes(block), decoder, seen, on_error, name))
                 items = [item for _, item in decoded]
-                offsets = [position + starts[index] for index, _ in decoded]
-            seen += len(starts)
+                at = []
+                if offsets:
+                    starts = _line_starts(buf, size)
+                    at = [position + starts[index] for index, _ in decoded]
+            seen += lines
             position += size
-            yield Block(len(starts), items, offsets)
+            yield Block(lines, items, at)
 
 
 def _line_starts(buf: bytearray, size: int) -> list[int]:
@@ -552,7 +557,10 @@ class JsonlWriter:
         self._regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
 
     def write(self, record: BaseModel | Row) -> None:
-        line = dumps(record)
+        self.write_line(dumps(record))
+
+    def write_line(self, line: bytes) -> None:
+        """Append one record already dumped by `dumps` (newline included)."""
         start = os.lseek(self._fd, 0, os.SEEK_END) if self._regular else -1
         try:
             view = memoryview(line)

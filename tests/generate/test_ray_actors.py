@@ -4,6 +4,7 @@ instance): each node's start goes on by itself, and a failure is reported as wha
 from __future__ import annotations
 
 import asyncio
+import pickle
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from ray.exceptions import RaySystemError  # noqa: E402
 
 from tracegen.config import RunSettings  # noqa: E402
 from tracegen.generate import ray_executor  # noqa: E402
+from tracegen.jsonl import dumps  # noqa: E402
+from tracegen.schema import Trace  # noqa: E402
 
 
 class StandInActor:
@@ -110,11 +113,14 @@ class StandInEpisodes:
     def __init__(self, fails: BaseException | None = None, hangs: bool = False) -> None:
         self.fails, self.hangs = fails, hangs
         self.batches: list[list[str]] = []
+        self.lines: list[bytes] = []
+        """Each trace as it was sent back, dumped."""
         self.exchange, self.ping, self.cancel = self, Ping(hangs), Ping(False)
 
-    def remote(self, batch: list[Any], linger: float) -> asyncio.Future[Any]:
+    def remote(self, blob: bytes, linger: float) -> asyncio.Future[Any]:
         from tests.support.traces import markers_trace
 
+        batch = ray_executor.decode_batch(blob)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if batch:
@@ -128,7 +134,9 @@ class StandInEpisodes:
         for problem, sample, trace_id, _seed, _host in batch:
             trace = markers_trace(sample, problem_id=problem.id).model_copy(update={"id": trace_id})
             results.append((trace_id, ray_executor.Result(trace, None, 0, 1)))
-        future.set_result(results)
+        answer = ray_executor.encode_results(results)
+        self.lines += [line for _, line, *_ in pickle.loads(answer)]
+        future.set_result(answer)
         return future
 
 
@@ -151,63 +159,26 @@ def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
 def run_on_stand_ins(tmp_path, actors: list[StandInEpisodes], episodes: int, **settings: Any):
     """A whole run through `RayExecutor.execute` on stand-in actors (1 CPU each): the
     executor, with what it wrote."""
-    from tests.support.runs import write_problems
-    from tracegen.data.prompts import load_prompt
-    from tracegen.generate.plan import Plan
-    from tracegen.generate.progress import Reporter, RunStats
-    from tracegen.generate.runfiles import RunFiles
-    from tracegen.llm.factory import backend_for
-    from tracegen.llm.pool import HostPool
-    from tracegen.problems import load_problems
+    from tests.support.ray_stand_ins import StandInExecutor, stand_in_executor, stand_in_plan
 
-    problems_file = write_problems(tmp_path / "problems.jsonl", episodes)
-    run = RunSettings(
-        mode="markers",
-        model="test-model",
-        backend="ollama",
-        hosts=["http://127.0.0.1:9"],
+    run, plan = stand_in_plan(
+        tmp_path / "problems.jsonl",
+        episodes,
         concurrency=2 * len(actors),
-        executor="ray",
         output=tmp_path / "traces.jsonl",
-        quiet=True,
         **settings,
     )
-    prompt = load_prompt("markers", None)
-    problems = load_problems(str(problems_file), limit=None, problem_ids=None)
-    plan = Plan(problems, run.generation(), prompt, 1, None)
 
-    class StandInExecutor(ray_executor.RayExecutor):
-        async def open(self) -> str:
-            parts = ray_executor.RunParts(plan.settings, plan.system_prompt, plan.settings_hash)
-            self.actors = ray_executor.Actors(run, parts, run.concurrency, warn=print)
-            for n, handle in enumerate(actors, 1):
-                address = f"10.0.0.{n}"
-                self.actors.join(ray_executor._Actor(handle, str(n) * 56, address, 1, n))
-            return "stand-ins"
-
-        async def close(self) -> None:
-            pass
+    class StandIns(StandInExecutor):
+        def stand_ins(self) -> list[ray_executor._Actor]:
+            return [
+                ray_executor._Actor(handle, str(n) * 56, f"10.0.0.{n}", 1, n)
+                for n, handle in enumerate(actors, 1)
+            ]
 
     async def scenario() -> StandInExecutor:
-        stats = RunStats()
-        files = RunFiles(
-            run.output,
-            None,
-            settings_hash=plan.settings_hash,
-            settings=plan.settings.record(prompt),
-            overwrite=True,
-            warn=print,
-        )
-        pool = HostPool([backend_for(run, run.hosts[0])], limit=run.concurrency)
-        stats.total = plan.size
-        executor = StandInExecutor(
-            run, plan, files, pool, stats, Reporter(stats, lambda: 0, display="quiet")
-        )
-        try:
+        async with stand_in_executor(StandIns, run, plan) as executor:
             assert await asyncio.wait_for(executor.execute(), 60) == 0
-        finally:
-            files.close()
-            await pool.aclose()
         return executor
 
     return asyncio.run(scenario())
@@ -266,3 +237,16 @@ def test_every_episode_comes_back_when_actors_answer_at_once(tmp_path):
     actors = [StandInEpisodes() for _ in range(4)]
     run_on_stand_ins(tmp_path, actors, episodes=600)
     assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(600))
+
+
+def test_episodes_freed_by_one_answer_go_back_in_one_call_and_are_written_as_sent(tmp_path):
+    """An answer frees its episodes' slots: the episodes that take them leave together in
+    the next call, not one call each. Each trace is written as the actor dumped it: the
+    bytes a local run writes for it."""
+    actor = StandInEpisodes()
+    run_on_stand_ins(tmp_path, [actor], episodes=12)
+    assert [len(b) for b in actor.batches] == [2] * 6  # its share of 2, each time
+    written = (tmp_path / "traces.jsonl").read_bytes().splitlines(keepends=True)
+    assert sorted(written) == sorted(actor.lines)
+    for line in written:
+        assert line == dumps(Trace.model_validate_json(line).to_row())

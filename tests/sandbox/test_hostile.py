@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 
 from tests.support.sandboxes import ISOLATIONS, LIMITS, sandbox_processes
 from tests.support.system_tools import NEEDS_BWRAP
+from tests.support.unprivileged import nobody_dir
 from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem, TestCase
 
@@ -180,26 +179,20 @@ async def test_the_hosts_tmp_is_out_of_reach(flavour: str) -> None:
 
 @pytest.mark.parametrize("flavour", ISOLATION_PROMISES)
 async def test_files_every_user_may_read_are_out_of_reach(flavour: str) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="tracegen-readable-"))
-    try:
-        folder.chmod(0o755)
+    with nobody_dir("tracegen-readable-", mode=0o755) as folder:
         (folder / "problems.jsonl").write_text('{"expected": 42}\n')
         (folder / "problems.jsonl").chmod(0o644)
         code = f"print(open({str(folder / 'problems.jsonl')!r}).read())\n"
         async with Sandbox(flavour, limits=LIMITS) as sandbox:
             result = await sandbox.run_code(code)
-    finally:
-        shutil.rmtree(folder)
     assert "42" not in result.stdout
     assert result.status == "error"
 
 
 @pytest.mark.parametrize("flavour", ISOLATION_PROMISES)
 async def test_unix_sockets_of_the_host_are_out_of_reach(flavour: str) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="tracegen-socket-"))
-    path = folder / "service.sock"
-    try:
-        folder.chmod(0o755)
+    with nobody_dir("tracegen-socket-", mode=0o755) as folder:
+        path = folder / "service.sock"
         with socket.socket(socket.AF_UNIX) as service:
             service.bind(str(path))
             service.listen()
@@ -210,8 +203,6 @@ async def test_unix_sockets_of_the_host_are_out_of_reach(flavour: str) -> None:
                 result = await sandbox.run_code(code)
             with pytest.raises(BlockingIOError):
                 service.accept()
-    finally:
-        shutil.rmtree(folder)
     assert result.status == "error"
 
 

@@ -299,3 +299,84 @@ def test_counting_blocks_by_columns_counts_what_each_trace_counted_alone_does(
     assert counted.to_json() == alone.to_json()
     assert counted.distributions == alone.distributions
     assert counted.to_json()["outcomes"] and counted.to_json()["failed_by_reason"]
+
+
+def test_a_bad_line_among_blocks_of_good_ones_is_named_by_its_line_and_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Blocks of lines are decoded in one call; one holding a bad line is read again line
+    by line, and the bad line is named by its number in the file (blank lines count)."""
+    from tracegen import jsonl
+
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 8_000)
+    good = [orjson.dumps(t.to_json()) for t in all_shapes(copies=4)]
+    bad_turns = markers_trace(1).to_json()
+    bad_turns["metrics"]["turns"] = "three"
+    lines = [*good[:9], b"", *good[9:20], b'{"schema": "tracegen.trace/1", "id": "cut', *good[20:]]
+    lines.insert(30, orjson.dumps(bad_turns))
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    stats = collect([path], workers=1)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"tracegen: warning: {path}:22: not valid JSON (Input data was truncated)",
+        f"tracegen: warning: {path}:31: not a tracegen.trace/1 record: metrics.turns: "
+        "expected `int`, got `str`",
+    ]
+    assert stats.total.traces == len(good) and stats.malformed == 2
+    assert stats.to_json()["lines"] == len(lines) - 1  # the blank line is no trace
+
+
+def test_fields_stats_does_not_know_are_skipped_and_change_no_count(tmp_path: Path) -> None:
+    """A line may carry fields this version does not know (written by a later one, or by
+    another tool), at the top or nested: each is skipped, whatever its JSON."""
+    plain = [t.to_json() for t in all_shapes(copies=2)]
+    extended = []
+    for i, row in enumerate(orjson.loads(orjson.dumps(plain))):
+        row["z_later"] = {"nested": [1, 2.5, None, {"deep": ["é", True]}], "n": 10**30}
+        row["a_first"] = "x" * i
+        row["metrics"] = {"unknown_counter": -3, **row["metrics"]}
+        for message in row["messages"]:
+            message["extra"] = [{"role": "assistant"}]
+        if row["verdict"] is not None:
+            row["verdict"]["unknown"] = {"outcome": "accepted"}
+        extended.append(dict(reversed(list(row.items()))))  # the fields in another order
+    a, b = tmp_path / "plain.jsonl", tmp_path / "extended.jsonl"
+    a.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in plain))
+    b.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in extended))
+    for by in (None, "mode"):
+        counted, expected = collect([b], by=by).to_json(), collect([a], by=by).to_json()
+        assert counted["malformed_lines"] == 0
+        assert {**counted, "files": []} == {**expected, "files": []}
+
+
+def test_unicode_ids_and_reasons_are_counted_and_printed_as_they_are(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Names written raw (UTF-8) and as JSON escapes are the same names."""
+    rows = []
+    for i, (pid, model) in enumerate([("prob-é", "qwen-中文"), ("prob-\U0001f600", "qwen-中文")]):
+        row = markers_trace(i).to_json()
+        row["problem_id"], row["model"] = pid, model
+        rows.append(orjson.dumps(row))
+    escaped = markers_trace(2).to_json()
+    escaped["problem_id"], escaped["model"] = "prob-é", "qwen-中文"
+    rows.append(json_ascii(escaped))
+    assert b"\\u00e9" in rows[-1] and b"\\u4e2d" in rows[-1]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(rows) + b"\n")
+    data = _stats(runner, path, "--by", "model")
+    assert data["traces"] == 3 and data["malformed_lines"] == 0
+    assert {pid: p["traces"] for pid, p in data["problems"].items()} == {
+        "prob-é": 2,
+        "prob-\U0001f600": 1,
+    }
+    assert list(data["by"]["groups"]) == ["qwen-中文"]
+    table = runner.invoke(app, ["stats", str(path)])
+    assert table.exit_code == 0 and "prob-é" in table.stdout
+
+
+def json_ascii(row: dict) -> bytes:
+    import json
+
+    return json.dumps(row, ensure_ascii=True).encode()

@@ -52,9 +52,16 @@ class Recorder:
     checked, filtered, written (`RunFiles`), counted and shown."""
 
     def __init__(
-        self, settings: RunSettings, files: RunFiles, stats: RunStats, reporter: Reporter
+        self,
+        settings: RunSettings,
+        model: str,
+        files: RunFiles,
+        stats: RunStats,
+        reporter: Reporter,
     ) -> None:
         self.settings = settings
+        self.model = model
+        """The model the run asks (as decided: `tracegen.generate.setup.RunSetup.model`)."""
         self.files = files
         self.stats = stats
         self.reporter = reporter
@@ -64,8 +71,11 @@ class Recorder:
         """Episodes recorded as failed because of the server (``kind="backend"``)."""
         self.last_server_failure = ""
 
-    def record(self, spec: EpisodeSpec, trace: Trace, tries: int) -> bool:
-        """Record ``trace`` (the episode's ``tries``-th run); False when it is put back."""
+    def record(
+        self, spec: EpisodeSpec, trace: Trace, tries: int, line: bytes | None = None
+    ) -> bool:
+        """Record ``trace`` (the episode's ``tries``-th run); False when it is put back.
+        ``line``: the trace already dumped as it is written (see `RunFiles.record`)."""
         error = trace.error
         if error is not None and error.kind == "internal" and not self.warned_internal:
             self.warned_internal = True
@@ -75,7 +85,7 @@ class Recorder:
         if self.settings.require_logprobs and trace.logprobs_status == "absent":
             raise LogprobsMissing(
                 f"the server returned no logprobs for {spec.problem.id} (model "
-                f"{self.settings.model}); drop --require-logprobs or use a backend that "
+                f"{self.model}); drop --require-logprobs or use a backend that "
                 "returns them"
             )
         if put_back(trace, tries):
@@ -85,7 +95,7 @@ class Recorder:
             self.server_failures += 1
             self.last_server_failure = f"{error.reason}: {error.message}"
         outcome = self.filters.outcome(trace)
-        self.files.record(trace, outcome)
+        self.files.record(trace, outcome, line)
         self.stats.add(trace, outcome)
         self.reporter.update()
         return True
@@ -117,7 +127,7 @@ class Executor:
         self.pool = pool
         self.stats = stats
         self.reporter = reporter
-        self.recorder = Recorder(settings, files, stats, reporter)
+        self.recorder = Recorder(settings, plan.settings.model, files, stats, reporter)
         self.stopping = False
         self.interrupted_by: signal.Signals | None = None
         self.again: deque[tuple[EpisodeSpec, int]] = deque()
@@ -138,6 +148,10 @@ class Executor:
     def summary_rows(self) -> list[tuple[str, str]]:
         """Rows this executor adds to the summary."""
         return []
+
+    def line_of(self, trace: Trace) -> bytes | None:
+        """The JSON line ``trace`` (a result of `run_one`) came as, already dumped, if any."""
+        return None
 
     async def execute(self) -> int:
         """Run the episodes; the summary; the exit status (130/143 when interrupted)."""
@@ -175,10 +189,10 @@ class Executor:
         return 0
 
     def intro(self, where: str) -> None:
-        s = self.settings
+        s, decided = self.settings, self.plan.settings
         self.reporter.info(
             f"tracegen run: {self.stats.total} episodes to go ({self.stats.skipped} done "
-            f"before) · mode {s.mode} · model {s.model} · {len(s.hosts)} host(s) × "
+            f"before) · mode {decided.mode} · model {decided.model} · {len(s.hosts)} host(s) × "
             f"{s.concurrency} · {where} → {self.files.output}"
         )
 
@@ -229,5 +243,5 @@ class Executor:
                 return
             spec, tries = item
             trace = await self.run_one(spec)  # what stops the run is raised (`errors.Stops`)
-            if not self.recorder.record(spec, trace, tries):
+            if not self.recorder.record(spec, trace, tries, self.line_of(trace)):
                 self.again.append((spec, tries + 1))

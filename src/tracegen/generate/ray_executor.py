@@ -27,6 +27,12 @@ process (the driver) stays the only writer of the run files.
   while others are in flight). One call is kept under way per actor while any of its
   episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray call costs the
   driver about a millisecond of CPU; tracegen's own work per episode about a third of that.
+  An episode whose actor's share is full leaves with the others given to the actor in the
+  same turn of the event loop (those freed by one answer go back in one call).
+- **The wire.** A call's episodes go as one pickled blob, and its answer comes back as one:
+  each trace already dumped on the actor as the run files hold it, so the driver reads it
+  back once (pydantic, from JSON) and writes those bytes as they are, never dumping it
+  again: Ray's serialiser sees one `bytes` each way.
 - **Failures.** An actor or node that dies loses only its episodes in flight, sent or not
   (a call that fails takes with it whatever it was bringing back): they run again on
   another actor after a back-off (1 s, doubling), are not recorded as attempted and are
@@ -50,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pickle
 import re
 import time
 from collections import deque
@@ -64,6 +71,7 @@ from tracegen.errors import BackendError, ClusterError, MissingExtraError, Trace
 from tracegen.generate.executor import Executor
 from tracegen.generate.slots import Slots
 from tracegen.generate.worker import EpisodeWorker
+from tracegen.jsonl import dumps
 from tracegen.llm.base import HostBackend
 from tracegen.llm.factory import backend_for
 from tracegen.schema import Problem, Trace, TraceError
@@ -127,6 +135,46 @@ class Result:
     """An error no episode would survive (unknown model, bad key, a broken setting)."""
     retries: int
     executions: int
+    line: bytes | None = None
+    """The trace as the run files hold it (`tracegen.jsonl.dumps`), as the actor wrote it."""
+
+
+Wire = tuple[str, bytes | None, TracegenError | None, int, int]
+"""A result as it travels back: trace id, the trace's JSON line, error, retries, executions."""
+
+
+def encode_batch(batch: list[Item]) -> bytes:
+    """Episodes as one call carries them to an actor."""
+    return pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_batch(blob: bytes) -> list[Item]:
+    return list(pickle.loads(blob))
+
+
+def encode_results(finished: list[tuple[str, Result]]) -> bytes:
+    """An actor's finished episodes as one answer: each trace dumped once, here, as the run
+    files will hold it."""
+    wire: list[Wire] = [
+        (
+            trace_id,
+            None if r.trace is None else dumps(r.trace.to_row()),
+            r.error,
+            r.retries,
+            r.executions,
+        )
+        for trace_id, r in finished
+    ]
+    return pickle.dumps(wire, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_results(blob: bytes) -> list[tuple[str, Result]]:
+    """`encode_results`' answer read back: each trace validated from its line, kept with it."""
+    results = []
+    for trace_id, line, error, retries, executions in pickle.loads(blob):
+        trace = None if line is None else Trace.model_validate_json(line)
+        results.append((trace_id, Result(trace, error, retries, executions, line)))
+    return results
 
 
 class EpisodeActor:
@@ -159,11 +207,15 @@ class EpisodeActor:
     async def ping(self) -> None:
         """An answer, to show the actor's event loop is alive."""
 
-    async def exchange(self, batch: list[Item], linger: float) -> list[tuple[str, Result]]:
-        """Start ``batch``; then the episodes finished since the last answer (none when
-        none is in flight), once there is one and either ``linger`` seconds have passed
-        since or nothing else is in flight: one call carries many episodes each way. One
-        call at a time waits for them: another one only brings new episodes."""
+    async def exchange(self, batch: bytes, linger: float) -> bytes:
+        """Start ``batch`` (`encode_batch`); then the episodes finished since the last answer
+        (`encode_results`; none when none is in flight), once there is one and either
+        ``linger`` seconds have passed since or nothing else is in flight: one call carries
+        many episodes each way. One call at a time waits for them: another one only brings
+        new episodes."""
+        return encode_results(await self._exchange(decode_batch(batch), linger))
+
+    async def _exchange(self, batch: list[Item], linger: float) -> list[tuple[str, Result]]:
         for item in batch:
             task = asyncio.create_task(self._run(*item))
             self.tasks[item[2]] = task
@@ -211,7 +263,11 @@ class EpisodeActor:
         backend = self.backends.get(host)
         if backend is None:
             backend = self.backends[host] = backend_for(
-                self.settings, host, kind=parts.backend, on_retry=self._retry
+                self.settings,
+                host,
+                kind=parts.backend,
+                model=parts.settings.model,
+                on_retry=self._retry,
             )
         trace: Trace | None = None
         error: TracegenError | None = None
@@ -332,6 +388,9 @@ class Actors:
         self._due: set[_Actor] = set()
         """Actors that may have a call to make (`_schedule`)."""
         self._flush: asyncio.TimerHandle | None = None
+        self._full: set[_Actor] = set()
+        """Actors whose share is full: their call leaves at the next turn of the loop."""
+        self._soon: asyncio.Handle | None = None
 
     @property
     def alive(self) -> list[_Actor]:
@@ -426,8 +485,10 @@ class Actors:
         actor.waiting[item[2]] = future
         actor.outbox.append(item)
         if actor.alive and self.slots.in_flight(actor) >= self.slots.share(actor):
-            # no more can come: it leaves now
-            self._call(actor)
+            # no more can come but those given in this turn of the loop: it leaves then
+            self._full.add(actor)
+            if self._soon is None:
+                self._soon = asyncio.get_running_loop().call_soon(self._flush_full)
         else:
             self._schedule(actor)
         return future
@@ -461,6 +522,13 @@ class Actors:
                 continue
             self._call(actor)
 
+    def _flush_full(self) -> None:
+        self._soon = None
+        full, self._full = self._full, set()
+        for actor in full:
+            if actor.alive:
+                self._call(actor)
+
     def _call(self, actor: _Actor) -> None:
         if (actor.outbox and len(actor.calls) < MAX_CALLS) or (actor.waiting and not actor.calls):
             batch, actor.outbox = actor.outbox, []
@@ -473,9 +541,7 @@ class Actors:
 
     async def _exchange(self, actor: _Actor, batch: list[Item]) -> None:
         try:
-            finished: list[tuple[str, Result]] = await _await(
-                actor.handle.exchange.remote(batch, LINGER_S)
-            )
+            answer = await _await(actor.handle.exchange.remote(encode_batch(batch), LINGER_S))
         except RayActorError:
             self.died(actor)
             return
@@ -490,6 +556,7 @@ class Actors:
             task = asyncio.current_task()
             if task is not None:
                 actor.calls.discard(task)
+        finished = decode_results(answer)
         self.returned += len(finished)
         for trace_id, result in finished:
             future = actor.waiting.pop(trace_id, None)
@@ -524,6 +591,7 @@ class Actors:
             self.slots.remove(actor)
             _kill(actor.handle)
             self._due.discard(actor)
+            self._full.discard(actor)
             for call in list(actor.calls):
                 if call is not asyncio.current_task():
                     call.cancel()
@@ -540,6 +608,8 @@ class Actors:
         alive = self.alive
         if self._flush is not None:
             self._flush.cancel()
+        if self._soon is not None:
+            self._soon.cancel()
         for actor in alive:
             for call in list(actor.calls):
                 call.cancel()
@@ -593,6 +663,11 @@ class RayExecutor(Executor):
     actors: Actors
     notices_before = 0
     _keeper: asyncio.Task[None] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lines: dict[str, tuple[Trace, bytes]] = {}
+        """The line each trace back from an actor came as, until it is recorded."""
 
     @property
     def deadline_s(self) -> float:
@@ -680,6 +755,8 @@ class RayExecutor(Executor):
         if result.error is not None:
             raise result.error
         assert result.trace is not None
+        if result.line is not None:
+            self._lines[result.trace.id] = (result.trace, result.line)
         error = result.trace.error
         if error is not None and error.kind == "backend":
             raise _HostGaveUp(result.trace)
@@ -705,6 +782,11 @@ class RayExecutor(Executor):
         except asyncio.CancelledError:
             self.actors.forget(actor, trace_id)
             raise
+
+    def line_of(self, trace: Trace) -> bytes | None:
+        """The line ``trace`` came back as from its actor (only for that very trace)."""
+        kept = self._lines.pop(trace.id, None)
+        return kept[1] if kept is not None and kept[0] is trace else None
 
     def summary_rows(self) -> list[tuple[str, str]]:
         a = self.actors

@@ -53,6 +53,7 @@ from tracegen.grading.filters import Outcome, failed_row
 from tracegen.jsonl import (
     JsonlWriter,
     check_outputs,
+    dumps,
     iter_lines,
     iter_raw_lines,
     repair_tail,
@@ -280,14 +281,14 @@ class RunFiles:
         if not special_file(self.state) and self.state.exists():
             self._lock.adopt(_rewrite(self.state, kept))
 
-    def record(self, trace: Trace, outcome: Outcome) -> None:
-        """Write the trace where it belongs, then its state line (see the module docstring)."""
+    def record(self, trace: Trace, outcome: Outcome, line: bytes | None = None) -> None:
+        """Write the trace where it belongs, then its state line (see the module docstring).
+        ``line``: the trace as `tracegen.jsonl.dumps` wrote it already (on a Ray actor)."""
         self.start()
         assert self._out is not None and self._state is not None
-        if outcome == "accepted":
-            self._out.write(trace.to_row())
-        elif self._rej is not None:
-            self._rej.write(trace.to_row())
+        target = self._out if outcome == "accepted" else self._rej
+        if target is not None:
+            target.write_line(line if line is not None else dumps(trace.to_row()))
         self._state.write(
             StateLine(
                 id=trace.id,

@@ -12,7 +12,7 @@ and TRL environments and a library user have one. Built from the settings of a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Unpack
 
 from tracegen.config import RunSettings
 from tracegen.episode.engine import run_episode
@@ -21,7 +21,7 @@ from tracegen.llm.base import Backend, session
 from tracegen.modes import get_mode
 from tracegen.sandbox import Sandbox, SandboxLimits
 from tracegen.sandbox.base import CodeRunner
-from tracegen.sandbox.runner import ProcessRun
+from tracegen.sandbox.runner import ProcessOptions, ProcessRun
 from tracegen.schema import ExecResult, Problem, Trace
 
 
@@ -46,28 +46,10 @@ class CountingRunner:
         """The limits of the sandbox it passes executions on to."""
         return self.runner.limits  # type: ignore[attr-defined]
 
-    async def run_process(
-        self,
-        code: str,
-        *,
-        timeout_s: float | None = None,
-        output_bytes: int | None = None,
-        cpu_s: float | None = None,
-        memory_mb: int | None = None,
-        files: Sequence[tuple[str, bytes, int]] = (),
-        toolchain: bool = False,
-    ) -> ProcessRun:
+    async def run_process(self, code: str, **options: Unpack[ProcessOptions]) -> ProcessRun:
         """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
         self.executions += 1
-        return await self.runner.run_process(  # type: ignore[attr-defined]
-            code,
-            timeout_s=timeout_s,
-            output_bytes=output_bytes,
-            cpu_s=cpu_s,
-            memory_mb=memory_mb,
-            files=files,
-            toolchain=toolchain,
-        )
+        return await self.runner.run_process(code, **options)  # type: ignore[attr-defined]
 
 
 class EpisodeWorker:

@@ -253,6 +253,20 @@ class Group:
 
 
 @dataclass
+class ProblemTally:
+    """Running totals for one problem: what its row of the problems table shows."""
+
+    traces: int = 0
+    success: int = 0
+    score: float = 0.0
+
+    def merge(self, other: ProblemTally) -> None:
+        self.traces += other.traces
+        self.success += other.success
+        self.score += other.score
+
+
+@dataclass
 class Stats:
     """Everything `tracegen stats` counts, accumulated one trace at a time."""
 
@@ -276,22 +290,31 @@ class Stats:
     turns_with_logprobs: int = 0
     model_requests: int = 0
     requests_with_token_ids: int = 0
-    problems: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
+    problems: dict[str, ProblemTally] = field(default_factory=lambda: defaultdict(ProblemTally))
     groups: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
-    samples: dict[Cell, list[int]] = field(default_factory=dict)
-    """[samples, successes] per (mode, model, problem): what pass@k is estimated from."""
+    sampled: Counter[Cell] = field(default_factory=Counter)
+    """Samples per (mode, model, problem): what pass@k is estimated from, with `won`."""
+    won: Counter[Cell] = field(default_factory=Counter)
+    """Successful samples per (mode, model, problem)."""
+
+    @property
+    def samples(self) -> dict[Cell, tuple[int, int]]:
+        """(samples, successes) per (mode, model, problem), in the order first seen."""
+        won = self.won
+        return {cell: (n, won[cell]) for cell, n in self.sampled.items()}
 
     def add(self, facts: TraceFacts) -> None:
         metrics = facts.metrics or _NO_METRICS
         values = (facts.score, *_METRIC_VALUES(metrics))
         self.total.add(facts, values)
-        self.problems[facts.problem_id].add(facts, values)
-        cell = self.samples.get((facts.mode, facts.model, facts.problem_id))
-        if cell is None:
-            self.samples[(facts.mode, facts.model, facts.problem_id)] = [1, int(facts.success)]
-        else:
-            cell[0] += 1
-            cell[1] += facts.success
+        problem = self.problems[facts.problem_id]
+        problem.traces += 1
+        problem.success += facts.success
+        problem.score = problem.score + facts.score
+        cell = (facts.mode, facts.model, facts.problem_id)
+        self.sampled[cell] += 1
+        if facts.success:
+            self.won[cell] += 1
         if self.by is not None:
             self.groups[getattr(facts, BY_KEYS[self.by])].add(facts, values)
         if facts.error is not None:
@@ -342,19 +365,13 @@ class Stats:
         columns: list[Sequence[float]] = [scores, *values[: len(METRICS)]]
         rows = _Rows(success, ideal, errors, columns)
         self.total.add_columns(rows, None)
-        self._add_groups(self.problems, problem_ids, rows)
+        self._add_problems(problem_ids, scores, success)
         if self.by is not None:
             keys = {"mode": modes, "model": models, "problem": problem_ids}[self.by]
             self._add_groups(self.groups, keys, rows)
         cells = list(zip(modes, models, problem_ids, strict=True))
-        won = Counter(compress(cells, success))
-        for cell, n in Counter(cells).items():
-            tally = self.samples.get(cell)
-            if tally is None:
-                self.samples[cell] = [n, won[cell]]
-            else:
-                tally[0] += n
-                tally[1] += won[cell]
+        self.sampled.update(cells)
+        self.won.update(compress(cells, success))
         if len(errors) != errors.count(None):
             self.failures.update(f"{e.kind}/{e.reason}" for e in errors if e is not None)
         for counts, column in zip(self.distributions.values(), columns[:-1], strict=False):
@@ -387,6 +404,22 @@ class Stats:
                 if test.outcome is not None:
                     self.test_outcomes[test.outcome] += 1
 
+    def _add_problems(
+        self, problem_ids: Sequence[str], scores: Sequence[float], success: Sequence[bool]
+    ) -> None:
+        """Each problem's traces, successes and scores of a block: its scores summed in
+        order, then added to its total (as `Group.add_columns` sums a column)."""
+        at: dict[str, list[float]] = defaultdict(list)
+        for key, score in zip(problem_ids, scores, strict=True):
+            at[key].append(score)
+        won = Counter(compress(problem_ids, success))
+        problems = self.problems
+        for key, block in at.items():
+            tally = problems[key]
+            tally.traces += len(block)
+            tally.success += won[key]
+            tally.score = tally.score + sum(block)
+
     @staticmethod
     def _add_groups(groups: dict[str, Group], keys: Sequence[str], rows: _Rows) -> None:
         at: dict[str, list[int]] = defaultdict(list)
@@ -399,14 +432,13 @@ class Stats:
         """Add the counts of ``other`` (of lines read after these)."""
         self.malformed += other.malformed
         self.total.merge(other.total)
-        for mine, theirs in ((self.problems, other.problems), (self.groups, other.groups)):
-            for key, group in theirs.items():
-                mine[key].merge(group)
+        for key, tally in other.problems.items():
+            self.problems[key].merge(tally)
+        for key, group in other.groups.items():
+            self.groups[key].merge(group)
         self.failures.update(other.failures)
-        for cell, (n, c) in other.samples.items():
-            tally = self.samples.setdefault(cell, [0, 0])
-            tally[0] += n
-            tally[1] += c
+        self.sampled.update(other.sampled)
+        self.won.update(other.won)
         for name, counts in other.distributions.items():
             self.distributions[name].update(counts)
         self.counted.update(other.counted)
@@ -452,7 +484,7 @@ class Stats:
                 "token_id_coverage": _ratio(self.requests_with_token_ids, self.model_requests),
             },
             "problems": {pid: _problem_row(g) for pid, g in problems},
-            "pass_at_k": pass_at_k((n, c) for n, c in self.samples.values()),
+            "pass_at_k": pass_at_k(self.samples.values()),
             "pass_at_k_by_mode_model": self._pass_at_k_by_run(),
         }
         if self.outcomes:  # program problems only: other traces' JSON is unchanged
@@ -486,16 +518,16 @@ class Stats:
         ]
 
 
-def _problem_row(group: Group) -> dict[str, Any]:
+def _problem_row(group: ProblemTally) -> dict[str, Any]:
     return {
         "traces": group.traces,
         "success": group.success,
         "success_rate": _ratio(group.success, group.traces),
-        "mean_score": _ratio(group.sums[0], group.traces),
+        "mean_score": _ratio(group.score, group.traces),
     }
 
 
-def _rate(group: Group) -> float:
+def _rate(group: Group | ProblemTally) -> float:
     return group.success / group.traces if group.traces else 0.0
 
 
@@ -608,7 +640,9 @@ def _count_span(file: int, path: Path, span: tuple[int, int | None], job: _Job) 
 
     add_all, tally = part.stats.add_all, part.tally
     decoder = _decoder(job.line)
-    blocks = iter_struct_blocks(path, decoder, on_error=bad_line, name=TRACE_NAME, span=span)
+    blocks = iter_struct_blocks(
+        path, decoder, on_error=bad_line, name=TRACE_NAME, span=span, offsets=tally is not None
+    )
     with _no_cycle_collection(), contextlib.suppress(_Stop):
         for block in blocks:
             add_all(block.items)
