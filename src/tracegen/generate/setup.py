@@ -2,10 +2,12 @@
 
 Every entry point — `tracegen run`, the Ray executor's actors, the Atropos and TRL
 environments, a library user — starts from the same frozen `RunSetup`: the mode, its system
-prompt, the problems and the plan; the backend kind and what it can do; what the run decided
-(`tracegen.episode.spec.Choices`: constrained decoding, the tool-call parser); a first run's
-preset; the retry policy. Decisions are recorded here and said in the run's header, never
-written back into the settings; episodes then run through `tracegen.generate.worker.EpisodeWorker`.
+prompt, the problems and the plan; the backend kind, the model and what the kind can do; what
+the run decided (`tracegen.episode.spec.Choices`: constrained decoding, the tool-call parser);
+a first run's starter set and preset; the retry policy. Decisions are recorded here and said
+in the run's header, never written back into the settings (which stay as given): the plan,
+every episode's spec and the host pool read the decided values from here. Episodes then run
+through `tracegen.generate.worker.EpisodeWorker`.
 """
 
 from __future__ import annotations
