@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.forgeries import FORGED_REPORT
 from tests.support.sandboxes import ISOLATIONS, LIMITS, sandbox_processes
 from tests.support.system_tools import NEEDS_BWRAP
 from tests.support.unprivileged import nobody_dir
@@ -246,15 +247,7 @@ async def test_printing_a_fake_result_line_does_not_pass(sandbox: Sandbox) -> No
 
 
 async def test_writing_a_forged_report_to_the_channel_is_an_error(sandbox: Sandbox) -> None:
-    code = (
-        "import os\n"
-        'fake = b\'0\' * 64 + b\'\\n{"phase": "done", "tests": [{"name": "three", '
-        '"passed": true, "plain": true, "value": 9}]}\'\n'
-        "for fd in map(int, os.listdir('/proc/self/fd')):\n"
-        "    try:\n        os.write(fd, fake)\n    except OSError:\n        pass\n"
-        "os._exit(0)\n"
-    )
-    result = await run_and_check(sandbox, code)
+    result = await run_and_check(sandbox, FORGED_REPORT)
     assert result.status == "error"
     assert result.error == "the program garbled its channel to the tests"
 
