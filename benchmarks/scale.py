@@ -379,50 +379,25 @@ def choice_us(count: int, previous: bool, budget_s: float) -> float:
 def driver_ms(count: int, episodes: int, previous: bool, tmp: Path) -> float:
     """Milliseconds of this process's CPU per episode, through `RayExecutor.execute` with
     ``count`` stand-in actors."""
-    from tests.support.runs import write_problems
+    from tests.support.ray_stand_ins import StandInExecutor, stand_in_executor, stand_in_plan
 
-    from tracegen.config import RunSettings
-    from tracegen.data.prompts import load_prompt
-    from tracegen.generate.plan import Plan
-    from tracegen.generate.progress import Reporter, RunStats
-    from tracegen.generate.ray_executor import Actors, RayExecutor, RunParts
-    from tracegen.generate.runfiles import RunFiles
-    from tracegen.llm.factory import backend_for
-    from tracegen.llm.pool import HostPool
-    from tracegen.problems import load_problems
-
-    problems_file = write_problems(tmp / f"problems-{count}-{previous}.jsonl", episodes)
     slots = min(1024, 4 * count)
-    settings = RunSettings(
-        mode="markers",
-        model="test-model",
-        backend="ollama",
-        hosts=["http://127.0.0.1:9"],
+    settings, plan = stand_in_plan(
+        tmp / f"problems-{count}-{previous}.jsonl",
+        episodes,
         concurrency=slots,
-        executor="ray",
         output=tmp / f"traces-{count}-{previous}.jsonl",
-        quiet=True,
     )
-    prompt = load_prompt("markers", None)
-    problems = load_problems(str(problems_file), limit=None, problem_ids=None)
-    plan = Plan(problems, settings.generation(), prompt, 1, None)
     answer = _answer()
 
-    class StandInExecutor(RayExecutor):
-        async def open(self) -> str:
-            parts = RunParts(plan.settings, plan.system_prompt, plan.settings_hash)
-            self.actors = Actors(settings, parts, slots, warn=print)
+    class StandIns(StandInExecutor):
+        def stand_ins(self) -> list[Any]:
+            joined = [_actor(n + 1, answer) for n in range(count)]
             if previous:
                 self.previous = PreviousActors(slots)
-            for n in range(count):
-                actor = _actor(n + 1, answer)
-                self.actors.join(actor)
-                if previous:
+                for actor in joined:
                     self.previous.join(actor)
-            return "stand-ins"
-
-        async def close(self) -> None:
-            pass
+            return joined
 
         async def _on_actor(self, spec: Any, host: str) -> Any:
             if not previous:
@@ -439,25 +414,11 @@ def driver_ms(count: int, episodes: int, previous: bool, tmp: Path) -> float:
             return result.trace
 
     async def run() -> float:
-        stats = RunStats()
-        reporter = Reporter(stats, lambda: 0, display="quiet")
-        files = RunFiles(
-            settings.output,
-            None,
-            settings_hash=plan.settings_hash,
-            settings=plan.settings.record(prompt),
-            overwrite=True,
-            warn=print,
-        )
-        pool = HostPool([backend_for(settings, settings.hosts[0])], limit=slots)
-        stats.total = plan.size
-        executor = StandInExecutor(settings, plan, files, pool, stats, reporter)
-        started = time.process_time()
-        await executor.execute()
-        cpu = time.process_time() - started
-        files.close()
-        await pool.aclose()
-        assert stats.done == episodes, (stats.done, episodes)
+        async with stand_in_executor(StandIns, settings, plan) as executor:
+            started = time.process_time()
+            await executor.execute()
+            cpu = time.process_time() - started
+        assert executor.stats.done == episodes, (executor.stats.done, episodes)
         return 1000 * cpu / episodes
 
     return asyncio.run(run())

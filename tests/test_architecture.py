@@ -216,13 +216,17 @@ def test_a_flag_reaches_the_worker_through_the_settings_and_the_setup() -> None:
     `RunSettings` from its flags (`tracegen.config.load_settings`) and hands them on; below
     the CLI, no module makes settings from loose values again (no `load_settings`, no
     `RunSettings(...)` or `model_validate`), except the RL adapters, which read their
-    trainer's configuration, and none rebuilds them (``settings.model_copy``) but those
-    `SETTINGS_REBUILT_BY` names."""
+    trainer's configuration, and none rebuilds them (``settings.model_copy``): what a run
+    decides instead of a setting (the backend kind and model ``--backend auto`` settles on,
+    a first run's problems and preset, constrain, the tool parser) is recorded on
+    `tracegen.generate.setup.RunSetup` and its header, and the generation settings it
+    decided are made in one place, `RunSetup`'s (``settings.generation(...)``)."""
     entry = {"cli", "atropos", "trl", "openenv", "verifiers_env", "nemo_gym", "serve", "config"}
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.relative_to(PACKAGE).parts[0].removesuffix(".py") in entry:
             continue
+        rel = str(path.relative_to(PACKAGE))
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.Call):
                 continue
@@ -233,28 +237,20 @@ def test_a_flag_reaches_the_worker_through_the_settings_and_the_setup() -> None:
             owner = (
                 f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
             )
-            rel = str(path.relative_to(PACKAGE))
+            receiver = ast.unparse(f.value) if isinstance(f, ast.Attribute) else ""
             if called in ("load_settings", "RunSettings") or (
                 called == "model_validate" and owner == "RunSettings"
             ):
                 found.append(f"{rel}:{node.lineno} calls {called}")
-            elif (
-                called == "model_copy"
-                and isinstance(f, ast.Attribute)
-                and ast.unparse(f.value).endswith("settings")
-                and rel not in SETTINGS_REBUILT_BY
-            ):
+            elif called == "model_copy" and receiver.endswith("settings"):
                 found.append(f"{rel}:{node.lineno} rebuilds settings with model_copy")
+            elif called == "generation" and receiver.endswith("settings") and rel != SETUP:
+                found.append(f"{rel}:{node.lineno} decides generation settings outside {SETUP}")
     assert not found, "\n".join(found)
 
 
-SETTINGS_REBUILT_BY = {
-    "llm/factory.py": "--backend auto settling on the embedded model sets backend and model",
-    "generate/setup.py": "a first run's starter set and preset are settings the user may give",
-}
-"""The only modules below the CLI that derive settings from settings (``model_copy``), each
-with why; every other decision (constrain, the tool parser, a policy sampled elsewhere) is
-recorded on `tracegen.generate.setup.RunSetup` and its header, never in the settings."""
+SETUP = "generate/setup.py"
+"""Where a run's decisions are made, once (`tracegen.generate.setup.prepare`)."""
 
 
 def test_what_a_server_failure_stops_is_read_off_the_error() -> None:

@@ -437,8 +437,12 @@ class RunSettings(GenerationSettings):
             raise ValueError(f"{str(v)!r} names no file")
         return v
 
-    def generation(self) -> GenerationSettings:
-        return GenerationSettings(**self.model_dump(include=set(GenerationSettings.model_fields)))
+    def generation(self, **decided: Any) -> GenerationSettings:
+        """The settings that shape the traces, with what the run decided in place of the
+        values given (``decided``: the model ``--backend auto`` settled on, a first run's
+        preset), checked as given ones are."""
+        given = self.model_dump(include=set(GenerationSettings.model_fields))
+        return GenerationSettings.model_validate(given | decided)
 
 
 def normalize_host(host: str) -> str:

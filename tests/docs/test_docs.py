@@ -9,17 +9,15 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import typer
 
+from tests.support.doc_blocks import ROOT, RUNNABLE, fenced_blocks, run_block
 from tracegen.cli import app
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md"))
-RUNNABLE = "<!-- runnable -->"
 _GROUP = typer.main.get_command(app)
 COMMANDS = _GROUP.list_commands(typer.Context(_GROUP))  # type: ignore[attr-defined]
 
@@ -34,16 +32,8 @@ def cli_reference() -> str:
 
 def runnable_blocks() -> list[tuple[str, str]]:
     """``(page:line, script)`` of every fenced block right after a ``<!-- runnable -->`` line."""
-    blocks = []
-    for page in [ROOT / "README.md", *PAGES]:
-        lines = page.read_text().splitlines()
-        for i, line in enumerate(lines):
-            if line.strip() != RUNNABLE:
-                continue
-            assert lines[i + 1].startswith("```"), f"{page.name}:{i + 1}: no code block follows"
-            end = lines.index("```", i + 2)
-            blocks.append((f"{page.relative_to(ROOT)}:{i + 2}", "\n".join(lines[i + 2 : end])))
-    return blocks
+    found = [b for page in [ROOT / "README.md", *PAGES] for b in fenced_blocks(page)]
+    return [(b.where, b.body) for b in found if b.runnable]
 
 
 def test_readme_is_short():
@@ -95,7 +85,8 @@ def test_the_trace_record_table_says_what_every_field_means():
 
 
 def test_the_pages_have_runnable_examples():
-    assert len(runnable_blocks()) >= 2
+    marks = sum(p.read_text().count(f"{RUNNABLE}\n") for p in [ROOT / "README.md", *PAGES])
+    assert len(runnable_blocks()) == marks >= 2, "a runnable mark with no block right after it"
 
 
 @pytest.mark.slow
@@ -120,15 +111,5 @@ def test_site_builds_strictly(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("where", "script"), runnable_blocks(), ids=lambda v: str(v)[:40])
 def test_runnable_block_runs_as_written(where, script, tmp_path):
-    bindir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    out = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    out = run_block(script, tmp_path, timeout=120)
     assert out.returncode == 0, f"{where}:\n{out.stdout}\n{out.stderr}"

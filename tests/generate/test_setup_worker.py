@@ -10,11 +10,15 @@ import pytest
 
 from tests.support.fake_ollama import FakeOllama
 from tests.support.runs import write_problems
-from tracegen.config import RunSettings
+from tests.support.scenarios import unused_port
+from tracegen.config import RunSettings, load_settings
 from tracegen.errors import ConfigError
+from tracegen.generate.first_run import FIRST_RUN, STARTER_PROBLEMS
 from tracegen.generate.setup import RunSetup, prepare
 from tracegen.generate.worker import EpisodeWorker
+from tracegen.llm import factory
 from tracegen.llm.ollama import OllamaBackend
+from tracegen.llm.packaged import DEFAULT_MODEL
 
 
 def settings(tmp_path: Path, **given: object) -> RunSettings:
@@ -76,3 +80,33 @@ async def test_a_worker_runs_an_episode_and_counts_its_executions(
     assert trace.error is None, trace.error
     assert trace.id == spec.trace_id and trace.success
     assert worker.executions == 1
+
+
+async def test_a_first_run_records_its_backend_and_preset_on_the_setup_not_in_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--backend auto`` with nothing named and nothing answering settles on the embedded
+    model, and a first run takes the starter set and its preset: both are the setup's, the
+    settings stay as given, and the plan is the one the same choices given as flags make (a
+    run resumed with them finds it)."""
+    monkeypatch.setattr(factory, "DEFAULT_HOST", f"http://127.0.0.1:{unused_port()}")
+    given = load_settings(RunSettings, {}, env={})
+    before = given.model_dump()
+    said: list[str] = []
+    setup = await prepare(given, said.append)
+    assert given.model_dump() == before and given.backend == "auto"
+    assert (setup.backend, setup.model) == ("local", DEFAULT_MODEL)
+    assert setup.problem_set == STARTER_PROBLEMS
+    assert setup.plan.num_samples == FIRST_RUN["num_samples"]
+    assert setup.generation.max_tokens == FIRST_RUN["max_tokens"]
+    assert setup.mode.name == setup.generation.mode == FIRST_RUN["mode"]
+    assert {"backend": "local", "model": DEFAULT_MODEL}.items() <= setup.header().items()
+    assert any(line.startswith("no problems named: the starter set") for line in said), said
+    flags = {"backend": "local", "model": DEFAULT_MODEL, "problems": STARTER_PROBLEMS}
+    explicit = await prepare(load_settings(RunSettings, flags | FIRST_RUN, env={}))
+    assert explicit.first_run is None
+    assert explicit.plan.settings_hash == setup.plan.settings_hash
+    assert explicit.plan.record() == setup.plan.record()
+    assert [s.trace_id for s in explicit.plan.specs(set())] == [
+        s.trace_id for s in setup.plan.specs(set())
+    ]

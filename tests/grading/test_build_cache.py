@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,12 +27,8 @@ from tracegen.sandbox.programs import Limits, Programs
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
     """A directory every uid can reach (so that only the cache's own guard stops a write)."""
-    path = Path(tempfile.mkdtemp(prefix="tracegen-builds-"))
-    path.chmod(0o755)
-    try:
+    with nobody_dir("tracegen-builds-", mode=0o755) as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.asyncio

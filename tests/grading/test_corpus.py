@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import yaml
 
 from tests.support.runs import tracegen
+from tests.support.scenarios import write_jsonl
 from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP
 from tests.support.unprivileged import NEEDS_ROOT, nobody_dir, run_script_as_nobody
 from tracegen.problems import load_problems
@@ -92,9 +92,7 @@ def disagreement(case: Case, verdict: dict[str, Any]) -> str | None:
 
 def solutions_file(directory: Path, file: str) -> Path:
     path = directory / f"{file}.solutions.jsonl"
-    rows = [c.row() for c in CASES if c.file == file]
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    return path
+    return write_jsonl(path, [c.row() for c in CASES if c.file == file])
 
 
 def compare_all(verdicts: dict[str, list[dict[str, Any]]]) -> list[str]:

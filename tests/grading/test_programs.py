@@ -12,11 +12,12 @@ import pytest_asyncio
 from tests.support.programs import CPP, JAVA, OUTCOMES, PYTHON, SUM
 from tests.support.sandboxes import EACH_ISOLATION
 from tests.support.system_tools import NEEDS_GPP, NEEDS_JAVAC
+from tracegen.generate.worker import CountingRunner
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
 from tracegen.sandbox import Sandbox
 from tracegen.sandbox.build_cache import BuildCache
 from tracegen.sandbox.programs import Programs
-from tracegen.schema import Comparison, Problem, ProgramLimits, TestCase
+from tracegen.schema import Comparison, Language, Outcome, Problem, ProgramLimits, TestCase
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -268,23 +269,12 @@ async def test_an_input_larger_than_the_sandbox_allows_is_an_error_not_the_progr
     assert result.outcome == "error" and "file size limit" in (result.error or "")
 
 
-class CountingSandbox:
-    """A sandbox whose executions are counted."""
-
-    def __init__(self, sandbox: Sandbox) -> None:
-        self.sandbox, self.limits, self.executions = sandbox, sandbox.limits, 0
-
-    async def run_process(self, *args: object, **kwargs: object) -> object:
-        self.executions += 1
-        return await self.sandbox.run_process(*args, **kwargs)  # type: ignore[arg-type]
-
-
 MANY = SUM.model_copy(update={"tests": SUM.tests * 10})
 
 
 async def test_a_programs_tests_run_in_one_execution(judge: ProgramJudge) -> None:
-    counting = CountingSandbox(judge.programs.sandbox)  # type: ignore[arg-type]
-    programs = Programs(counting)  # type: ignore[arg-type]
+    counting = CountingRunner(judge.programs.sandbox)  # type: ignore[arg-type]
+    programs = Programs(counting)
     await programs.build(PYTHON["accepted"], "python")
     counting.executions = 0
     batched = ProgramJudge(programs, JudgeOptions(batch=True))
@@ -302,6 +292,18 @@ KILLS_ITS_PARENT = (
 THREE = SUM.model_copy(update={"tests": [*SUM.tests, SUM.tests[0]]})
 
 
+async def outcomes_alone_and_batched(
+    judge: ProgramJudge, code: str, language: Language
+) -> tuple[list[Outcome | None], list[Outcome | None]]:
+    """Each test's outcome of ``code`` on `THREE`, every test run: in an execution of its
+    own, and in executions of many tests."""
+    outcomes: list[list[Outcome | None]] = []
+    for batch in (False, True):
+        judged = ProgramJudge(judge.programs, JudgeOptions(batch=batch, all_tests=True))
+        outcomes.append([t.outcome for t in (await judged.judge(THREE, code, language)).tests])
+    return outcomes[0], outcomes[1]
+
+
 @pytest.mark.parametrize(
     "shape",
     [
@@ -316,11 +318,8 @@ THREE = SUM.model_copy(update={"tests": [*SUM.tests, SUM.tests[0]]})
 async def test_verdicts_are_the_same_with_and_without_one_execution_per_program(
     judge: ProgramJudge, shape: str
 ) -> None:
-    alone = ProgramJudge(judge.programs, JudgeOptions(batch=False, all_tests=True))
-    batched = ProgramJudge(judge.programs, JudgeOptions(batch=True, all_tests=True))
-    one = await alone.judge(THREE, PYTHON[shape], "python")
-    other = await batched.judge(THREE, PYTHON[shape], "python")
-    assert [t.outcome for t in one.tests] == [t.outcome for t in other.tests]
+    alone, batched = await outcomes_alone_and_batched(judge, PYTHON[shape], "python")
+    assert alone == batched
 
 
 async def test_a_program_that_kills_the_batch_driver_is_judged_alone(judge: ProgramJudge) -> None:
@@ -358,16 +357,13 @@ async def test_what_one_test_leaves_behind_never_reaches_the_next(judge: Program
 async def test_cpp_verdicts_are_the_same_with_and_without_one_execution(
     judge: ProgramJudge, shape: str
 ) -> None:
-    alone = ProgramJudge(judge.programs, JudgeOptions(batch=False, all_tests=True))
-    batched = ProgramJudge(judge.programs, JudgeOptions(batch=True, all_tests=True))
-    one = await alone.judge(THREE, CPP[shape], "cpp")
-    other = await batched.judge(THREE, CPP[shape], "cpp")
-    assert [t.outcome for t in one.tests] == [t.outcome for t in other.tests]
+    alone, batched = await outcomes_alone_and_batched(judge, CPP[shape], "cpp")
+    assert alone == batched
 
 
 async def test_many_tests_are_run_in_executions_of_at_most_a_hundred(judge: ProgramJudge) -> None:
-    counting = CountingSandbox(judge.programs.sandbox)  # type: ignore[arg-type]
-    programs = Programs(counting)  # type: ignore[arg-type]
+    counting = CountingRunner(judge.programs.sandbox)  # type: ignore[arg-type]
+    programs = Programs(counting)
     await programs.build(PYTHON["accepted"], "python")
     counting.executions = 0
     problem = SUM.model_copy(update={"tests": SUM.tests * 101})

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.scenarios import write_jsonl
 from tracegen.cli import app
 from tracegen.grading.verdicts import Verdict
 from tracegen.jsonl import iter_lines, iter_records
@@ -17,11 +17,6 @@ from tracegen.problems import load_problems
 from tracegen.schema import Trace
 
 runner = CliRunner()
-
-
-def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    return path
 
 
 def verify_json(*args: str) -> list[dict[str, Any]]:
@@ -42,7 +37,7 @@ def test_humaneval_canonical_solutions_pass_and_broken_ones_fail(
         {"problem_id": r["task_id"], "code": r["prompt"] + "    raise NotImplementedError\n"}
         for r in rows
     ]
-    solutions = write_rows(tmp_path / "solutions.jsonl", canonical + broken)
+    solutions = write_jsonl(tmp_path / "solutions.jsonl", canonical + broken)
     verdicts = verify_json(str(solutions), "--problems", str(humaneval_gz))
     assert len(verdicts) == 328
     passing, failing = verdicts[:164], verdicts[164:]
@@ -56,7 +51,7 @@ def test_humaneval_canonical_solutions_pass_and_broken_ones_fail(
 
 def test_table_and_summary_count_passes_and_failures(tmp_path: Path) -> None:
     [two_sum] = load_problems(problem_ids=["two_sum"])
-    solutions = write_rows(
+    solutions = write_jsonl(
         tmp_path / "s.jsonl",
         [
             {"problem_id": "two_sum", "code": two_sum.reference_solution},
@@ -83,7 +78,7 @@ def test_trace_file_is_verified_through_its_final_code(tmp_path: Path) -> None:
         ),
         Trace(id="t2", problem_id="fizzbuzz", mode="markers", model="m", final_code=None),
     ]
-    path = write_rows(tmp_path / "traces.jsonl", [t.to_json() for t in traces])
+    path = write_jsonl(tmp_path / "traces.jsonl", [t.to_json() for t in traces])
     ok, missing = verify_json(str(path))
     assert (ok["trace_id"], ok["status"], ok["passed"]) == ("t1", "ok", len(fizz.tests))
     assert (missing["trace_id"], missing["status"], missing["passed"]) == ("t2", "error", 0)
@@ -92,7 +87,7 @@ def test_trace_file_is_verified_through_its_final_code(tmp_path: Path) -> None:
 
 def test_verdicts_file_holds_one_record_per_solution(tmp_path: Path) -> None:
     [rev] = load_problems(problem_ids=["reverse_string"])
-    solutions = write_rows(
+    solutions = write_jsonl(
         tmp_path / "s.jsonl",
         [
             {"problem_id": "reverse_string", "code": rev.reference_solution},
@@ -111,7 +106,7 @@ def test_verdicts_file_holds_one_record_per_solution(tmp_path: Path) -> None:
 def test_math_solutions_are_checked_by_answer_or_printed_answer(
     tmp_path: Path, data_dir: Path
 ) -> None:
-    solutions = write_rows(
+    solutions = write_jsonl(
         tmp_path / "s.jsonl",
         [
             {"problem_id": "gsm8k/0", "answer": "$18.00"},
@@ -132,7 +127,7 @@ def test_math_solutions_are_checked_by_answer_or_printed_answer(
 
 
 def test_unknown_problem_id_is_exit_2_naming_file_and_line(tmp_path: Path) -> None:
-    solutions = write_rows(
+    solutions = write_jsonl(
         tmp_path / "s.jsonl",
         [{"problem_id": "two_sum", "code": "x"}, {"problem_id": "three_sum", "code": "x"}],
     )
@@ -146,7 +141,7 @@ def test_unknown_problem_id_is_exit_2_naming_file_and_line(tmp_path: Path) -> No
 def test_bad_solution_files_are_exit_2(tmp_path: Path) -> None:
     malformed = tmp_path / "bad.jsonl"
     malformed.write_text('{"problem_id": "two_sum", "code": "x"}\n{"problem_id": \n')
-    no_code = write_rows(tmp_path / "nocode.jsonl", [{"problem_id": "two_sum"}])
+    no_code = write_jsonl(tmp_path / "nocode.jsonl", [{"problem_id": "two_sum"}])
     cases = [
         ([str(malformed)], f"{malformed}:2: not valid JSON"),
         ([str(no_code)], f"{no_code}:1: missing 'code'"),
@@ -163,7 +158,7 @@ def test_bad_solution_files_are_exit_2(tmp_path: Path) -> None:
 def test_mbpp_reference_solutions_pass_their_asserts(tmp_path: Path, data_dir: Path) -> None:
     source = str(data_dir / "mbpp_sample.jsonl")
     rows = [{"problem_id": p.id, "code": p.reference_solution} for p in load_problems(source)]
-    verdicts = verify_json(str(write_rows(tmp_path / "s.jsonl", rows)), "--problems", source)
+    verdicts = verify_json(str(write_jsonl(tmp_path / "s.jsonl", rows)), "--problems", source)
     assert [(v["problem_id"], v["status"]) for v in verdicts] == [
         (r["problem_id"], "ok") for r in rows
     ]

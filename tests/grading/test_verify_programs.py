@@ -7,19 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from tests.support.contest_rows import LIVECODEBENCH_FUNCTIONAL, SUM_ROWS
 from tests.support.programs import CPP, JAVA, OUTCOMES, PYTHON
 from tests.support.runs import child_env, tracegen
+from tests.support.scenarios import write_jsonl
 from tests.support.system_tools import NEEDS_BWRAP, NEEDS_GPP, NEEDS_JAVAC
 from tests.support.unprivileged import NEEDS_ROOT, nobody_dir, run_script_as_nobody
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    return path
 
 
 def verify(tmp_path: Path, row: dict[str, Any], solutions: list[dict[str, Any]]) -> list[Any]:
@@ -149,6 +144,21 @@ print(json.dumps([json.loads(line) for line in Path({out!r}).read_text().splitli
 """
 
 
+def verify_as_nobody(row: dict[str, Any], rows: list[dict[str, Any]], isolation: str) -> Any:
+    """`verify_command`'s verdicts on ``rows`` (solutions to problem ``row``), run as
+    ``nobody`` in a directory of its own."""
+    with nobody_dir() as work:
+        problems = write_jsonl(work / "problems.jsonl", [row])
+        solutions = write_jsonl(work / "solutions.jsonl", rows)
+        script = NOBODY_SCRIPT.format(
+            solutions=str(solutions),
+            problems=str(problems),
+            out=str(work / "verdicts.jsonl"),
+            isolation=isolation,
+        )
+        return run_script_as_nobody(NOBODY_IMPORTS, script, cwd=work, home=str(work))
+
+
 @pytest.mark.slow
 @NEEDS_ROOT
 @NEEDS_GPP
@@ -159,16 +169,7 @@ def test_verdicts_as_nobody(isolation: str) -> None:
     rows = shapes(problem_id, {n: PYTHON[n] for n in names}, "python")
     cpp_names = ["accepted", "wrong", "segfault", "compile", "outside"]
     rows += shapes(problem_id, {n: CPP[n] for n in cpp_names}, "cpp")
-    with nobody_dir() as work:
-        problems = write_jsonl(work / "problems.jsonl", [row])
-        solutions = write_jsonl(work / "solutions.jsonl", rows)
-        script = NOBODY_SCRIPT.format(
-            solutions=str(solutions),
-            problems=str(problems),
-            out=str(work / "verdicts.jsonl"),
-            isolation=isolation,
-        )
-        verdicts = run_script_as_nobody(NOBODY_IMPORTS, script, cwd=work, home=str(work))
+    verdicts = verify_as_nobody(row, rows, isolation)
     outcomes = [v["outcome"] for v in verdicts]
     assert outcomes == [OUTCOMES[n] for n in names] + [OUTCOMES[n] for n in cpp_names]
 
@@ -181,16 +182,7 @@ def test_java_verdicts_as_nobody(isolation: str) -> None:
     row, problem_id = SUM_ROWS["code_contests"]
     names = ["accepted", "threads", "wrong", "memory", "crash", "outside", "compile"]
     rows = shapes(problem_id, {n: JAVA[n] for n in names}, "java")
-    with nobody_dir() as work:
-        problems = write_jsonl(work / "problems.jsonl", [row])
-        solutions = write_jsonl(work / "solutions.jsonl", rows)
-        script = NOBODY_SCRIPT.format(
-            solutions=str(solutions),
-            problems=str(problems),
-            out=str(work / "verdicts.jsonl"),
-            isolation=isolation,
-        )
-        verdicts = run_script_as_nobody(NOBODY_IMPORTS, script, cwd=work, home=str(work))
+    verdicts = verify_as_nobody(row, rows, isolation)
     assert [v["outcome"] for v in verdicts] == [OUTCOMES[n] for n in names]
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.support.scenarios import write_jsonl
 from tracegen.errors import ConfigError, ProblemFileError
 from tracegen.problems import load_problems
 
@@ -24,14 +25,9 @@ def problem(pid: str = "add", **extra: object) -> dict[str, object]:
     return row
 
 
-def write_jsonl(path: Path, *rows: object) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    return path
-
-
 def test_jsonl_file_loads_with_or_without_schema_key(tmp_path: Path) -> None:
     path = write_jsonl(
-        tmp_path / "set.jsonl", problem("a"), problem("b", schema="tracegen.problem/1")
+        tmp_path / "set.jsonl", [problem("a"), problem("b", schema="tracegen.problem/1")]
     )
     problems = load_problems(str(path))
     assert [p.id for p in problems] == ["a", "b"]
@@ -40,7 +36,7 @@ def test_jsonl_file_loads_with_or_without_schema_key(tmp_path: Path) -> None:
 
 
 def test_problem_without_tests_names_file_and_line(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "p.jsonl", problem("a"), problem("b", tests=[]))
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a"), problem("b", tests=[])])
     with pytest.raises(ProblemFileError, match=rf"{path}:2: problem 'b' has no tests"):
         load_problems(str(path))
 
@@ -48,13 +44,13 @@ def test_problem_without_tests_names_file_and_line(tmp_path: Path) -> None:
 def test_problem_missing_tests_key_is_an_error(tmp_path: Path) -> None:
     row = problem("a")
     del row["tests"]
-    path = write_jsonl(tmp_path / "p.jsonl", row)
+    path = write_jsonl(tmp_path / "p.jsonl", [row])
     with pytest.raises(ProblemFileError, match=rf"{path}:1: problem 'a' has no tests"):
         load_problems(str(path))
 
 
 def test_duplicate_id_names_both_lines(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "p.jsonl", problem("a"), problem("b"), problem("a"))
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a"), problem("b"), problem("a")])
     with pytest.raises(ProblemFileError, match=rf"{path}:3: duplicate problem id 'a'.*:1\)"):
         load_problems(str(path))
 
@@ -68,19 +64,19 @@ def test_malformed_json_line_names_file_and_line(tmp_path: Path) -> None:
 
 def test_invalid_field_names_the_field(tmp_path: Path) -> None:
     bad = problem("a", tests=[{"name": "t", "kind": "oracle"}])
-    path = write_jsonl(tmp_path / "p.jsonl", bad)
+    path = write_jsonl(tmp_path / "p.jsonl", [bad])
     with pytest.raises(ProblemFileError, match=rf"{path}:1: not a valid problem: tests\.0\.kind"):
         load_problems(str(path))
 
 
 def test_unknown_field_is_an_error_not_dropped(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "p.jsonl", problem("a", solution="x"))
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a", solution="x")])
     with pytest.raises(ProblemFileError, match=r":1: not a valid problem: solution"):
         load_problems(str(path))
 
 
 def test_trace_file_given_as_problems_is_rejected(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "p.jsonl", problem("a", schema="tracegen.trace/1"))
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a", schema="tracegen.trace/1")])
     with pytest.raises(ProblemFileError, match=r":1: not a valid problem: schema"):
         load_problems(str(path))
 

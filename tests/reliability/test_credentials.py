@@ -18,7 +18,6 @@ from tests.support.runs import (
     spawn,
     tracegen,
     wait_for_records,
-    write_problems,
 )
 from tests.support.scenarios import TRACEBACK
 
@@ -27,12 +26,7 @@ pytestmark = pytest.mark.slow  # whole runs in a child process
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    return Workspace(
-        dir=tmp_path,
-        problems=write_problems(tmp_path / "problems.jsonl", 4),
-        out=tmp_path / "traces.jsonl",
-        rejects=tmp_path / "rejects.jsonl",
-    )
+    return Workspace.with_problems(tmp_path, 4)
 
 
 def secret() -> str:

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from tests.support.fake_ollama import FakeOllama, Reply
+from tests.support.forgeries import FORGED_REPORT
 from tests.support.kernel_objects import (
     QUEUE_KEY,
     QUEUE_LEFT,
@@ -42,14 +43,6 @@ ISOLATIONS = ["auto", "builtin", "rlimit"]
 network and write where their uid may (the host's ``/tmp``), so those checks are skipped."""
 
 WRONG = "def square(x):\n    return 0\n"
-FORGED = (
-    "import os\n"
-    'fake = b\'0\' * 64 + b\'\\n{"phase": "done", "tests": [{"name": "three", '
-    '"passed": true, "plain": true, "value": 9}]}\'\n'
-    "for fd in map(int, os.listdir('/proc/self/fd')):\n"
-    "    try:\n        os.write(fd, fake)\n    except OSError:\n        pass\n"
-    "os._exit(0)\n"
-)
 
 
 def hostile_programs(port: int, targets: list[Path]) -> dict[str, tuple[str, set[str]]]:
@@ -88,7 +81,7 @@ def hostile_programs(port: int, targets: list[Path]) -> dict[str, tuple[str, set
             {"failed"},
         ),
         "exit-before-tests": ("import sys\nsys.exit(0)\n", {"error"}),
-        "forged-channel": (FORGED, {"error"}),
+        "forged-channel": (FORGED_REPORT, {"error"}),
         "sysv-leftovers": (SHM_LEFT + QUEUE_LEFT + WRONG, {"failed"}),
     }
 

@@ -4,7 +4,6 @@ environments use it; a GGUF file as the policy's tokenizer."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.llamacpp import smollm2_gguf
+from tests.support.llamacpp import smollm2_gguf, tracegen_serve
 
 pytestmark = pytest.mark.slow  # loads a model
 
@@ -27,16 +26,7 @@ def _gguf() -> Path:
 
 def test_serve_prints_its_url_and_answers_with_token_ids_until_interrupted() -> None:
     _gguf()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tracegen.serve", "--port", "0", "--threads", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=os.environ | {"PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert server.stdout is not None
-        url, _, alias = server.stdout.readline().split()
+    with tracegen_serve("--threads", "1") as (url, alias):
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         assert alias == "smollm2-135m"
         body = {
@@ -52,9 +42,6 @@ def test_serve_prints_its_url_and_answers_with_token_ids_until_interrupted() -> 
         native = {"prompt": "Hi", "n_predict": 4, "return_tokens": True}
         tokens = httpx.post(f"{url.removesuffix('/v1')}/completion", json=native, timeout=120)
         assert len(tokens.json()["tokens"]) == 4, "the sampled ids, as tracegen reads them"
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=60) == 0
 
 
 def test_a_missing_model_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def _verifiers() -> None:
 
 
 BIN = Path(sys.executable).parent
-# verifiers' v1 eval command: `vf-eval` from 0.4, `eval` in 0.3 (whose `vf-eval` is the legacy one).
+# verifiers' v1 eval command: `eval` in 0.3.1, the extra's pin (its `vf-eval` is the legacy one).
 try:
     _EVAL_NAMES = [
         ep.name

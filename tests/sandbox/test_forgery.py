@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from tests.support.fake_ollama import FakeOllama, Reply
@@ -22,7 +19,8 @@ from tests.support.sandboxes import (
     passed_tests,
     sandbox_processes,
 )
-from tests.support.scenarios import markers_reply, read_jsonl, run_args, task_of
+from tests.support.scenarios import markers_reply, read_jsonl, run_args, task_of, write_jsonl
+from tests.support.unprivileged import nobody_dir
 from tracegen.sandbox import Sandbox
 
 HONEST = "def square(x):\n    return x * x\n"
@@ -76,27 +74,23 @@ async def test_the_judge_binds_setup_names_and_builtins_not_the_programs(judged:
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
     """A directory every uid can read, as a user's files usually are to that user's code."""
-    path = Path(tempfile.mkdtemp(prefix="tracegen-forgery-"))
-    path.chmod(0o755)
-    try:
+    with nobody_dir("tracegen-forgery-", mode=0o755) as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    path.chmod(0o644)
+def write_readable(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """``rows`` in a file every uid can read."""
+    write_jsonl(path, rows).chmod(0o644)
     return path
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_forged_solutions_fail_through_tracegen_verify(shared_dir: Path, isolation: str) -> None:
-    problems = write_jsonl(shared_dir / "problems.jsonl", [SQUARE.model_dump(by_alias=True)])
+    problems = write_readable(shared_dir / "problems.jsonl", [SQUARE.model_dump(by_alias=True)])
     names = ["honest", *FORGERIES]
     codes = [HONEST, *FORGERIES.values()]
-    solutions = write_jsonl(
+    solutions = write_readable(
         shared_dir / "solutions.jsonl", [{"problem_id": "square", "code": c} for c in codes]
     )
     done = tracegen(
@@ -123,7 +117,9 @@ def test_a_model_that_answers_with_forgeries_gets_failing_traces(tmp_path: Path)
         SQUARE.model_copy(update={"id": name, "prompt": f"{SQUARE.prompt} (task {name})"})
         for name in tasks
     ]
-    problems = write_jsonl(tmp_path / "problems.jsonl", [p.model_dump(by_alias=True) for p in rows])
+    problems = write_readable(
+        tmp_path / "problems.jsonl", [p.model_dump(by_alias=True) for p in rows]
+    )
 
     def model(path: str, body: dict[str, Any]) -> Reply:
         return markers_reply(tasks[task_of(body)])

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.support.forgeries import FORGED_REPORT
 from tests.support.sandboxes import ISOLATIONS, LIMITS, sandbox_processes
 from tests.support.system_tools import NEEDS_BWRAP
+from tests.support.unprivileged import nobody_dir
 from tracegen.sandbox import Sandbox
 from tracegen.schema import Problem, TestCase
 
@@ -180,26 +180,20 @@ async def test_the_hosts_tmp_is_out_of_reach(flavour: str) -> None:
 
 @pytest.mark.parametrize("flavour", ISOLATION_PROMISES)
 async def test_files_every_user_may_read_are_out_of_reach(flavour: str) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="tracegen-readable-"))
-    try:
-        folder.chmod(0o755)
+    with nobody_dir("tracegen-readable-", mode=0o755) as folder:
         (folder / "problems.jsonl").write_text('{"expected": 42}\n')
         (folder / "problems.jsonl").chmod(0o644)
         code = f"print(open({str(folder / 'problems.jsonl')!r}).read())\n"
         async with Sandbox(flavour, limits=LIMITS) as sandbox:
             result = await sandbox.run_code(code)
-    finally:
-        shutil.rmtree(folder)
     assert "42" not in result.stdout
     assert result.status == "error"
 
 
 @pytest.mark.parametrize("flavour", ISOLATION_PROMISES)
 async def test_unix_sockets_of_the_host_are_out_of_reach(flavour: str) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="tracegen-socket-"))
-    path = folder / "service.sock"
-    try:
-        folder.chmod(0o755)
+    with nobody_dir("tracegen-socket-", mode=0o755) as folder:
+        path = folder / "service.sock"
         with socket.socket(socket.AF_UNIX) as service:
             service.bind(str(path))
             service.listen()
@@ -210,8 +204,6 @@ async def test_unix_sockets_of_the_host_are_out_of_reach(flavour: str) -> None:
                 result = await sandbox.run_code(code)
             with pytest.raises(BlockingIOError):
                 service.accept()
-    finally:
-        shutil.rmtree(folder)
     assert result.status == "error"
 
 
@@ -255,15 +247,7 @@ async def test_printing_a_fake_result_line_does_not_pass(sandbox: Sandbox) -> No
 
 
 async def test_writing_a_forged_report_to_the_channel_is_an_error(sandbox: Sandbox) -> None:
-    code = (
-        "import os\n"
-        'fake = b\'0\' * 64 + b\'\\n{"phase": "done", "tests": [{"name": "three", '
-        '"passed": true, "plain": true, "value": 9}]}\'\n'
-        "for fd in map(int, os.listdir('/proc/self/fd')):\n"
-        "    try:\n        os.write(fd, fake)\n    except OSError:\n        pass\n"
-        "os._exit(0)\n"
-    )
-    result = await run_and_check(sandbox, code)
+    result = await run_and_check(sandbox, FORGED_REPORT)
     assert result.status == "error"
     assert result.error == "the program garbled its channel to the tests"
 

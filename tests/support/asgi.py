@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import orjson
+from tests.support.scenarios import write_jsonl
 
 
 @contextmanager
@@ -49,5 +49,4 @@ def add_problems(path: Path, count: int) -> Path:
          "tests": tests}
         for i in range(count)
     ]  # fmt: skip
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    return path
+    return write_jsonl(path, rows)

@@ -28,6 +28,16 @@ SQUARE = Problem(
     ],
 )
 WRONG = "def square(x):\n    return 0\n"
+FORGED_REPORT = (
+    "import os\n"
+    'fake = b\'0\' * 64 + b\'\\n{"phase": "done", "tests": [{"name": "three", '
+    '"passed": true, "plain": true, "value": 9}]}\'\n'
+    "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+    "    try:\n        os.write(fd, fake)\n    except OSError:\n        pass\n"
+    "os._exit(0)\n"
+)
+"""A script that writes a report of a test ``three`` passed to every file descriptor it
+holds, unsigned, and exits at once."""
 
 # What the attacks share: look for anything that looks like the tests, their expected
 # values or the report's signer, and write a signed report that says every test passed.

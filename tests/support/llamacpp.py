@@ -9,7 +9,12 @@ starts llama.cpp's server on 127.0.0.1 (a free port, no API key), the same HTTP 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +57,24 @@ def hf_tokenizer(gguf: Path, dest: Path) -> Path:
     from tracegen.export.tokens.gguf_hf import hf_tokenizer as made
 
     return made(gguf, dest)
+
+
+@contextlib.contextmanager
+def tracegen_serve(*args: str) -> Iterator[tuple[str, str]]:
+    """``python -m tracegen.serve --port 0 ARGS`` once it serves: the base URL and model name
+    it prints. On leaving it is terminated (SIGTERM), and must exit 0."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracegen.serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert server.stdout is not None
+        url, _, alias = server.stdout.readline().split()
+        yield url, alias
+    finally:
+        server.terminate()
+        code = server.wait(timeout=60)
+    assert code == 0, f"tracegen.serve exited {code} on SIGTERM"

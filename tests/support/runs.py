@@ -117,6 +117,16 @@ class Workspace:
     out: Path
     rejects: Path
 
+    @classmethod
+    def with_problems(cls, folder: Path, count: int) -> Workspace:
+        """``count`` problems (`write_problems`) in ``folder``, and the run's files there."""
+        return cls(
+            dir=folder,
+            problems=write_problems(folder / "problems.jsonl", count),
+            out=folder / "traces.jsonl",
+            rejects=folder / "rejects.jsonl",
+        )
+
     def args(self, server: FakeOllama | str, *extra: str) -> list[str]:
         url = server if isinstance(server, str) else server.url
         return [

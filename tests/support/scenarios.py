@@ -8,7 +8,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,12 @@ def unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def write_jsonl(path: Path, rows: Iterable[object]) -> Path:
+    """``rows`` as JSON lines in ``path``, as a user's file holds them."""
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    return path
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -52,10 +52,11 @@ def system_python() -> str | None:
 
 
 @contextmanager
-def nobody_dir(prefix: str = "tracegen-nobody-") -> Iterator[Path]:
-    """A directory ``nobody`` can read and write, removed afterwards."""
+def nobody_dir(prefix: str = "tracegen-nobody-", *, mode: int = 0o777) -> Iterator[Path]:
+    """A directory ``nobody`` can read and write (``mode=0o755``: only read, as a user's
+    files usually are to every uid), removed afterwards."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    path.chmod(0o777)
+    path.chmod(mode)
     try:
         yield path
     finally:

@@ -204,7 +204,11 @@ class TracegenEnv(BaseEnv):
         if self.config.token_ids == "retokenized":
             self.retokenizer = load_tokenizer(self.tokenizer_source)
         self.pool = await open_pool(
-            s, on_retry=log.info, warn=_say, continues_message=setup.mode.continues_message
+            s,
+            setup.chosen,
+            on_retry=log.info,
+            warn=_say,
+            continues_message=setup.mode.continues_message,
         )
         if not self.pool.capabilities.token_ids and self.retokenizer is None:
             backend = self.pool.hosts[0].backend
@@ -224,8 +228,8 @@ class TracegenEnv(BaseEnv):
         constrained_note = " (constrained decoding: not the policy's own distribution)"
         ids = "exact ids" if self.retokenizer is None else "retokenized ids where none exact"
         _say(
-            f"{len(self.problems)} problems, mode {s.mode}, {ids}, sandbox {self.worker.summary}"
-            + (constrained_note if setup.choices.constrain else "")
+            f"{len(self.problems)} problems, mode {setup.mode.name}, {ids}, "
+            f"sandbox {self.worker.summary}" + (constrained_note if setup.choices.constrain else "")
         )
 
     async def close(self) -> None:
@@ -411,9 +415,12 @@ class TracegenEnv(BaseEnv):
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """Run the eval split (``--env.eval_problems``, else the training problems),
         ``--env.num_samples`` episodes a problem, and report pass@1 and pass@k."""
-        s = self.run_settings
-        problems = evaluation_problems(self.config.eval_problems, s.limit, self.problems)
-        plan = self.run_setup.plan_for(problems, s.num_samples)
+        setup = self.run_setup
+        samples, decided = setup.plan.num_samples, setup.generation
+        problems = evaluation_problems(
+            self.config.eval_problems, setup.settings.limit, self.problems
+        )
+        plan = setup.plan_for(problems, samples)
         started = time.time()
         limit = asyncio.Semaphore(max(1, self.config.max_eval_workers))
         writer = None
@@ -434,17 +441,20 @@ class TracegenEnv(BaseEnv):
         finally:
             if writer is not None:
                 writer.close()
-        rates = pass_rates(traces, eval_ks(s.num_samples))
+        rates = pass_rates(traces, eval_ks(samples))
         metrics = {f"eval/pass@{k}": v for k, v in rates.items()}
         metrics |= episode_means(traces, "eval/")
         shown = ", ".join(f"pass@{k} {v:.3f}" for k, v in rates.items())
-        _say(f"eval: {len(problems)} problems × {s.num_samples} samples: {shown}")
+        _say(f"eval: {len(problems)} problems × {samples} samples: {shown}")
         await self.evaluate_log(
             metrics,
-            model_name=s.model,
+            model_name=setup.model,
             start_time=started,
             end_time=time.time(),
-            generation_parameters={"temperature": s.temperature, "max_tokens": s.max_tokens},
+            generation_parameters={
+                "temperature": decided.temperature,
+                "max_tokens": decided.max_tokens,
+            },
             verbose=False,
         )
         if self.config.use_wandb and wandb.run is not None:

@@ -14,6 +14,7 @@ from tracegen.config import RunSettings, redact_url
 from tracegen.errors import BackendError, ConfigError, TracegenError
 from tracegen.llm.base import ChatRequest, Completion, HostBackend, SamplingOptions
 from tracegen.llm.factory import (
+    BackendChoice,
     Found,
     backend_for,
     choose_backend,
@@ -76,23 +77,24 @@ def doctor_command(settings: RunSettings) -> int:
 
 async def run_checks(settings: RunSettings) -> list[Check]:
     """Every host's checks (or the embedded model's), then the sandbox's."""
-    settings = await choose_backend(settings, lambda _: None)
+    chosen = await choose_backend(settings, lambda _: None)
     checks: list[Check] = []
-    if runs_in_process(settings.backend):
-        checks += await check_local(settings)
+    if runs_in_process(chosen.backend):
+        checks += await check_local(settings, chosen.model)
     else:
         for host in settings.hosts:
-            checks += await check_host(settings, host)
-    checks.append(check_sandbox(settings))
+            checks += await check_host(settings, chosen, host)
+    checks.append(check_sandbox(settings, chosen.backend))
     checks.append(check_compiler())
     checks.append(check_java())
     return checks
 
 
-async def check_local(settings: RunSettings) -> list[Check]:
-    """The embedded model: its file, size, context, template; loading it; a one-token probe."""
+async def check_local(settings: RunSettings, model: str) -> list[Check]:
+    """The embedded ``model``: its file, size, context, template; loading it; a one-token
+    probe."""
     try:
-        backend = local_backend(settings)
+        backend = local_backend(settings, model)
     except TracegenError as e:
         return [Check("model", "fail", str(e))]
     m = backend.local
@@ -110,7 +112,7 @@ async def check_local(settings: RunSettings) -> list[Check]:
             f"{backend.context_tokens} × {backend.slots} slot(s)",
         ),
         Check("template", "ok", f"chat template from {m.template_source}"),
-        _tool_parser(settings, "", m.template or m.info.chat_template),
+        _tool_parser(settings, model, "", m.template or m.info.chat_template),
     ]
     try:
         await backend.open()
@@ -132,28 +134,35 @@ async def check_local(settings: RunSettings) -> list[Check]:
     return checks
 
 
-async def check_host(settings: RunSettings, host: str) -> list[Check]:
+async def check_host(settings: RunSettings, chosen: BackendChoice, host: str) -> list[Check]:
     """Who answers and its version, the model, its features, then one-token requests: tools,
     logprobs and token ids, continuation."""
     prefix = f"{redact_url(host)} " if len(settings.hosts) > 1 else ""
     probe_s = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
-    found = await identify(settings, host, timeout_s=probe_s)
+    found = await identify(settings, host, kind=chosen.backend, timeout_s=probe_s)
     if not isinstance(found, Found):
         return [Check(f"{prefix}host", "fail", found)]
     shown = redact_url(host)
     server = f"{found.server.name} {found.server.version}".rstrip() if found.server else found.kind
     checks = [Check(f"{prefix}host", "ok", f"{shown} reachable, {server}")]
-    backend = backend_for(settings, host, kind=found.kind, server=found.server, max_attempts=1)
+    backend = backend_for(
+        settings,
+        host,
+        kind=found.kind,
+        model=chosen.model,
+        server=found.server,
+        max_attempts=1,
+    )
     try:
         try:
             features = await backend.model_features()
         except BackendError as e:
             said = await _not_found(backend, e) if e.model_missing else str(e)
             return [*checks, Check(f"{prefix}model", "fail", said)]
-        checks.append(Check(f"{prefix}model", "ok", f"{settings.model} present"))
-        checks.append(await _tools(settings, prefix, backend, features))
-        checks.append(_tool_parser(settings, prefix, None))
-        checks.append(_capability(settings, prefix, "thinking", features))
+        checks.append(Check(f"{prefix}model", "ok", f"{chosen.model} present"))
+        checks.append(await _tools(settings, chosen.model, prefix, backend, features))
+        checks.append(_tool_parser(settings, chosen.model, prefix, None))
+        checks.append(_capability(settings, chosen.model, prefix, "thinking", features))
         checks += await _logprobs(settings, prefix, backend)
         checks.append(await _continuation(settings, prefix, backend, server))
         return checks
@@ -170,9 +179,11 @@ async def _not_found(backend: HostBackend, error: BackendError) -> str:
     return f"{error} (available: {shown or 'none'})"
 
 
-def _capability(settings: RunSettings, prefix: str, name: str, features: set[str]) -> Check:
+def _capability(
+    settings: RunSettings, model: str, prefix: str, name: str, features: set[str]
+) -> Check:
     if name in features:
-        return Check(f"{prefix}{name}", "ok", f"{settings.model} supports {name}")
+        return Check(f"{prefix}{name}", "ok", f"{model} supports {name}")
     needed = (name == "tools" and settings.mode == "native-tools") or (
         name == "thinking" and settings.think is True
     )
@@ -188,20 +199,21 @@ def _one_token(settings: RunSettings, *messages: tuple[str, str]) -> ChatRequest
     )
 
 
-def _tool_parser(settings: RunSettings, prefix: str, template: str | None) -> Check:
-    """Which family's parser reads tool calls written as text (``--tool-parser``)."""
+def _tool_parser(settings: RunSettings, model: str, prefix: str, template: str | None) -> Check:
+    """Which family's parser reads tool calls written as text (``--tool-parser``) of
+    ``model``."""
     name = f"{prefix}tool parser"
     try:
-        choice = choose_parser(settings.tool_parser, template, settings.model)
+        choice = choose_parser(settings.tool_parser, template, model)
     except ConfigError as e:
         return Check(name, "fail", str(e))
     return Check(name, "ok", choice.describe())
 
 
 async def _tools(
-    settings: RunSettings, prefix: str, backend: HostBackend, features: set[str]
+    settings: RunSettings, model: str, prefix: str, backend: HostBackend, features: set[str]
 ) -> Check:
-    check = _capability(settings, prefix, "tools", features)
+    check = _capability(settings, model, prefix, "tools", features)
     if check.status != "ok":
         return check
     request = _one_token(settings, ("user", "Say OK."))
@@ -263,8 +275,9 @@ async def _continuation(
     return Check(name, "ok", f"{completion.continuation} works ({server} offers: {methods})")
 
 
-def check_sandbox(settings: RunSettings) -> Check:
-    """Which isolation the sandbox would use, and why it fell back if it did."""
+def check_sandbox(settings: RunSettings, backend: str) -> Check:
+    """Which isolation the sandbox would use, and why it fell back if it did; ``backend``:
+    the kind chosen (the embedded model shares the rlimit sandbox's address space limit)."""
     try:
         info = detect_isolation(settings.sandbox)
     except TracegenError as e:
@@ -274,7 +287,7 @@ def check_sandbox(settings: RunSettings) -> Check:
         detail += f"; bubblewrap not used: {info.bwrap_problem}"
     if info.warning:
         return Check("sandbox", "warn", f"{detail} ({info.warning})")
-    if runs_in_process(settings.backend) and info.name == "rlimit":
+    if runs_in_process(backend) and info.name == "rlimit":
         return Check("sandbox", "warn", f"{detail}; {RLIMIT_AND_LOCAL}")
     return Check("sandbox", "ok", detail)
 

@@ -52,9 +52,16 @@ class Recorder:
     checked, filtered, written (`RunFiles`), counted and shown."""
 
     def __init__(
-        self, settings: RunSettings, files: RunFiles, stats: RunStats, reporter: Reporter
+        self,
+        settings: RunSettings,
+        model: str,
+        files: RunFiles,
+        stats: RunStats,
+        reporter: Reporter,
     ) -> None:
         self.settings = settings
+        self.model = model
+        """The model the run asks (as decided: `tracegen.generate.setup.RunSetup.model`)."""
         self.files = files
         self.stats = stats
         self.reporter = reporter
@@ -78,7 +85,7 @@ class Recorder:
         if self.settings.require_logprobs and trace.logprobs_status == "absent":
             raise LogprobsMissing(
                 f"the server returned no logprobs for {spec.problem.id} (model "
-                f"{self.settings.model}); drop --require-logprobs or use a backend that "
+                f"{self.model}); drop --require-logprobs or use a backend that "
                 "returns them"
             )
         if put_back(trace, tries):
@@ -120,7 +127,7 @@ class Executor:
         self.pool = pool
         self.stats = stats
         self.reporter = reporter
-        self.recorder = Recorder(settings, files, stats, reporter)
+        self.recorder = Recorder(settings, plan.settings.model, files, stats, reporter)
         self.stopping = False
         self.interrupted_by: signal.Signals | None = None
         self.again: deque[tuple[EpisodeSpec, int]] = deque()
@@ -182,10 +189,10 @@ class Executor:
         return 0
 
     def intro(self, where: str) -> None:
-        s = self.settings
+        s, decided = self.settings, self.plan.settings
         self.reporter.info(
             f"tracegen run: {self.stats.total} episodes to go ({self.stats.skipped} done "
-            f"before) · mode {s.mode} · model {s.model} · {len(s.hosts)} host(s) × "
+            f"before) · mode {decided.mode} · model {decided.model} · {len(s.hosts)} host(s) × "
             f"{s.concurrency} · {where} → {self.files.output}"
         )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracegen.config import GenerationSettings, RunSettings
-from tracegen.llm.factory import runs_in_process
+from tracegen.llm.factory import BackendChoice, runs_in_process
 from tracegen.llm.packaged import DEFAULT_MODEL
 
 STARTER_PROBLEMS = "starter"
@@ -29,19 +29,22 @@ GENERATION = (set(GenerationSettings.model_fields) | {"num_samples"}) - {"model"
 """The settings that shape the episodes: giving any of them keeps the preset away."""
 
 
-def starts_small(settings: RunSettings) -> bool:
-    """Whether this is a first run: the default embedded model, and no problems named."""
+def starts_small(settings: RunSettings, chosen: BackendChoice) -> bool:
+    """Whether this is a first run: the default embedded model (as ``--backend`` and
+    ``--model`` came to, `chosen`), and no problems named."""
     return (
-        runs_in_process(settings.backend)
-        and settings.model == DEFAULT_MODEL
+        runs_in_process(chosen.backend)
+        and chosen.model == DEFAULT_MODEL
         and "problems" not in settings.model_fields_set
         and not settings.problem_ids
     )
 
 
 def first_run(settings: RunSettings) -> tuple[dict[str, Any], str]:
-    """What a first run changes in ``settings``: the starter set, and `FIRST_RUN` when no
-    generation setting was given; with the one line that says so."""
+    """What a first run takes instead of ``settings``' defaults: the starter set, and
+    `FIRST_RUN` when no generation setting was given; with the one line that says so. The
+    run's setup records them (`tracegen.generate.setup.RunSetup`); the settings are left as
+    given."""
     given = sorted(GENERATION & settings.model_fields_set)
     preset = {} if given else FIRST_RUN
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items())

@@ -215,7 +215,7 @@ class HandedRuns:
         elif problem_id in self.by_id:
             problem = self.by_id[problem_id]
         else:
-            raise ConfigError(f"no problem {problem_id!r} in {self.settings.problems}")
+            raise ConfigError(f"no problem {problem_id!r} in {self.setup.problem_set}")
         self._started += 1
         sample = self._samples.get(problem.id, 0)
         self._samples[problem.id] = sample + 1
@@ -234,7 +234,7 @@ class HandedRuns:
         async def run(backend: HandedBackend) -> Trace:
             return await (await self.worker()).run(spec, backend)
 
-        return HandedEpisode(run, self.settings.model)
+        return HandedEpisode(run, self.setup.model)
 
     async def aclose(self) -> None:
         if self._worker is not None:

@@ -266,7 +266,11 @@ class EpisodeActor:
         backend = self.backends.get(host)
         if backend is None:
             backend = self.backends[host] = backend_for(
-                self.settings, host, kind=parts.backend, on_retry=self._retry
+                self.settings,
+                host,
+                kind=parts.backend,
+                model=parts.settings.model,
+                on_retry=self._retry,
             )
         trace: Trace | None = None
         error: TracegenError | None = None

@@ -103,6 +103,7 @@ async def _run(settings: RunSettings) -> int:
                 reporter.info(local.describe(constrained=setup.choices.constrain))
             pool = await open_pool(
                 settings,
+                setup.chosen,
                 on_retry=reporter.retry,
                 warn=reporter.warn,
                 continues_message=setup.mode.continues_message,

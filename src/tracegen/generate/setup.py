@@ -2,10 +2,12 @@
 
 Every entry point — `tracegen run`, the Ray executor's actors, the Atropos and TRL
 environments, a library user — starts from the same frozen `RunSetup`: the mode, its system
-prompt, the problems and the plan; the backend kind and what it can do; what the run decided
-(`tracegen.episode.spec.Choices`: constrained decoding, the tool-call parser); a first run's
-preset; the retry policy. Decisions are recorded here and said in the run's header, never
-written back into the settings; episodes then run through `tracegen.generate.worker.EpisodeWorker`.
+prompt, the problems and the plan; the backend kind, the model and what the kind can do; what
+the run decided (`tracegen.episode.spec.Choices`: constrained decoding, the tool-call parser);
+a first run's starter set and preset; the retry policy. Decisions are recorded here and said
+in the run's header, never written back into the settings (which stay as given): the plan,
+every episode's spec and the host pool read the decided values from here. Episodes then run
+through `tracegen.generate.worker.EpisodeWorker`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tracegen.generate.first_run import first_run, starts_small
 from tracegen.generate.plan import Plan
 from tracegen.llm.base import Capabilities
 from tracegen.llm.factory import (
+    BackendChoice,
     choose_backend,
     known_capabilities,
     local_backend,
@@ -42,14 +45,18 @@ class RunSetup:
     """One run, decided (see the module docstring)."""
 
     settings: RunSettings
-    """The settings the run uses: as given, with the embedded model when ``--backend auto``
-    settled on it (its kind and default model) and a first run's problems and preset; the
-    user's own settings object is never changed."""
+    """The settings as given, never changed: what the run decided instead of them (the
+    backend kind and model, a first run's problems and preset) is recorded here — read
+    `backend`, `model`, `generation`, `problem_set` and ``plan.num_samples``, not the
+    settings' fields of the same names."""
     mode: Mode
     prompt: str
     """The mode's system prompt, as sent."""
     problems: Sequence[Problem]
+    problem_set: str
+    """Where the problems come from (``--problems``, or a first run's starter set)."""
     plan: Plan
+    """The episodes, with the generation settings the run decided (`generation`)."""
     backend: str
     """The backend kind: local, ollama, openai; auto until a server answers (the pool's
     ``kind`` then says which)."""
@@ -65,7 +72,19 @@ class RunSetup:
 
     @property
     def generation(self) -> GenerationSettings:
+        """The settings that shape the traces, as decided: what the plan hashes and every
+        episode's spec carries."""
         return self.plan.settings
+
+    @property
+    def model(self) -> str:
+        """The model the episodes are asked of: ``--model``, or the embedded default."""
+        return self.generation.model
+
+    @property
+    def chosen(self) -> BackendChoice:
+        """The backend kind and model, as `tracegen.llm.factory.open_pool` takes them."""
+        return BackendChoice(self.backend, self.model)
 
     def plan_for(self, problems: Sequence[Problem], num_samples: int) -> Plan:
         """A plan of other problems (an evaluation split) with this run's settings."""
@@ -78,6 +97,7 @@ class RunSetup:
         return {
             "mode": self.mode.name,
             "backend": self.backend,
+            "model": self.model,
             "constrain": self.choices.constrain,
             "tool_parser": self.choices.tool_parser,
             "first_run": self.first_run,
@@ -90,20 +110,22 @@ def retry_policy(settings: RunSettings) -> RetryPolicy:
     return RetryPolicy(attempts=settings.max_attempts, initial_s=settings.retry_initial_s)
 
 
-def constrains(settings: RunSettings, mode: Mode) -> bool:
+def constrains(settings: RunSettings, mode: Mode, backend: str) -> bool:
     """Whether decoding is constrained: ``--constrain on``, or ``auto`` for a mode on the
-    embedded model where the measured table (docs/backends.md, The local backend) says it
-    helps (`Mode.constrain_auto`)."""
+    embedded model (the ``backend`` kind decided) where the measured table (docs/backends.md,
+    The local backend) says it helps (`Mode.constrain_auto`)."""
     return settings.constrain == "on" or (
-        settings.constrain == "auto" and runs_in_process(settings.backend) and mode.constrain_auto
+        settings.constrain == "auto" and runs_in_process(backend) and mode.constrain_auto
     )
 
 
-def tool_parser(settings: RunSettings, local: LocalBackend | None) -> tuple[str | None, str]:
+def tool_parser(
+    settings: RunSettings, model: str, local: LocalBackend | None
+) -> tuple[str | None, str]:
     """The family parser ``--tool-parser`` (auto: the embedded model's chat template, else the
-    model's name) chose, and the line that says so."""
+    ``model``'s name) chose, and the line that says so."""
     template = local.local.template or local.local.info.chat_template if local else None
-    choice = choose_parser(settings.tool_parser, template, settings.model)
+    choice = choose_parser(settings.tool_parser, template, model)
     return choice.parser, f"tool parser: {choice.describe()}"
 
 
@@ -116,16 +138,22 @@ class _Named:
     problems: Sequence[Problem]
 
     @classmethod
-    def read(cls, settings: RunSettings, before: _Named | None = None) -> _Named:
-        """What ``settings`` name, each a mistake refused before any server is asked;
-        what ``before`` read for the same names is taken from it."""
-        if before is not None and before.mode.name == settings.mode:
+    def read(
+        cls,
+        settings: RunSettings,
+        mode_name: str,
+        problem_set: str,
+        before: _Named | None = None,
+    ) -> _Named:
+        """The mode and problems named (as given or decided), each a mistake refused before
+        any server is asked; what ``before`` read for the same mode is taken from it."""
+        if before is not None and before.mode.name == mode_name:
             mode, prompt = before.mode, before.prompt
         else:
-            mode = get_mode(settings.mode)
-            prompt = load_prompt(settings.mode, settings.prompts_dir)
+            mode = get_mode(mode_name)
+            prompt = load_prompt(mode_name, settings.prompts_dir)
         problems = load_problems(
-            settings.problems, limit=settings.limit, problem_ids=settings.problem_ids
+            problem_set, limit=settings.limit, problem_ids=settings.problem_ids
         )
         return cls(mode, prompt, problems)
 
@@ -140,9 +168,9 @@ async def prepare(
     (`tracegen.llm.factory.choose_backend`), and `decide` does the rest. ``in_process``:
     whether episodes run in this process, where the embedded model can serve them.
     """
-    named = _Named.read(settings)
-    settings = await choose_backend(settings, say)
-    return _decide(settings, say, in_process=in_process, named=named)
+    named = _Named.read(settings, settings.mode, settings.problems)
+    chosen = await choose_backend(settings, say)
+    return _decide(settings, chosen, say, in_process=in_process, named=named)
 
 
 def decide(
@@ -156,14 +184,20 @@ def decide(
     sampled outside tracegen): `prepare` without asking any server. ``sampled_elsewhere``: the
     caller samples the policy itself, so nothing constrains its decoding (no grammar is asked
     for, whatever ``--constrain`` says)."""
-    named = _Named.read(settings)
+    named = _Named.read(settings, settings.mode, settings.problems)
     return _decide(
-        settings, say, in_process=in_process, named=named, sampled_elsewhere=sampled_elsewhere
+        settings,
+        BackendChoice(settings.backend, settings.model),
+        say,
+        in_process=in_process,
+        named=named,
+        sampled_elsewhere=sampled_elsewhere,
     )
 
 
 def _decide(
     settings: RunSettings,
+    chosen: BackendChoice,
     say: Say,
     *,
     in_process: bool,
@@ -171,37 +205,41 @@ def _decide(
     sampled_elsewhere: bool = False,
 ) -> RunSetup:
     said: str | None = None
-    if starts_small(settings):
+    decided: dict[str, Any] = {"model": chosen.model}
+    if starts_small(settings, chosen):
         update, said = first_run(settings)
-        settings = settings.model_copy(update=update)
-        named = _Named.read(settings, named)
+        decided |= update
         say(said)
+    problem_set = decided.pop("problems", settings.problems)
+    num_samples = decided.pop("num_samples", settings.num_samples)
+    generation = settings.generation(**decided)
+    if said is not None:
+        named = _Named.read(settings, generation.mode, problem_set, named)
     mode, prompt, problems = named.mode, named.prompt, named.problems
-    embedded = runs_in_process(settings.backend)
+    embedded = runs_in_process(chosen.backend)
     if embedded and not in_process:
         raise ConfigError(
             f"--executor {settings.executor} runs episodes in other processes, which cannot "
             "use the model --backend local runs in this one: give --host a model server "
             "(Ollama, vLLM, SGLang, llama.cpp's server) or use --executor local"
         )
-    local = local_backend(settings) if embedded else None
+    local = local_backend(settings, chosen.model) if embedded else None
     parser: str | None = None
     if mode.reads_tool_calls:
-        parser, line = tool_parser(settings, local)
+        parser, line = tool_parser(settings, chosen.model, local)
         say(line)
-    constrain = not sampled_elsewhere and constrains(settings, mode)
+    constrain = not sampled_elsewhere and constrains(settings, mode, chosen.backend)
     choices = Choices(constrain=constrain, tool_parser=parser)
-    plan = Plan(
-        problems, settings.generation(), prompt, settings.num_samples, settings.seed, choices
-    )
+    plan = Plan(problems, generation, prompt, num_samples, settings.seed, choices)
     return RunSetup(
         settings=settings,
         mode=mode,
         prompt=prompt,
         problems=problems,
+        problem_set=problem_set,
         plan=plan,
-        backend=settings.backend,
-        capabilities=known_capabilities(settings.backend),
+        backend=chosen.backend,
+        capabilities=known_capabilities(chosen.backend),
         choices=choices,
         retry=retry_policy(settings),
         first_run=said,

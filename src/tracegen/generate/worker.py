@@ -12,7 +12,7 @@ and TRL environments and a library user have one. Built from the settings of a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Unpack
 
 from tracegen.config import RunSettings
 from tracegen.episode.engine import run_episode
@@ -20,52 +20,36 @@ from tracegen.episode.spec import EpisodeSpec
 from tracegen.llm.base import Backend, session
 from tracegen.modes import get_mode
 from tracegen.sandbox import Sandbox, SandboxLimits
-from tracegen.sandbox.base import CodeRunner
-from tracegen.sandbox.runner import ProcessRun
+from tracegen.sandbox.runner import ProcessOptions, ProcessRun
 from tracegen.schema import ExecResult, Problem, Trace
 
 
 class CountingRunner:
-    """A `CodeRunner` that counts the executions it passes on (``executions``)."""
+    """The worker's `Sandbox`, counting the executions it passes on (``executions``): a
+    `CodeRunner`, and a program judge's `tracegen.sandbox.programs.ProcessRunner`."""
 
-    def __init__(self, runner: CodeRunner) -> None:
-        self.runner = runner
-        self.isolation = runner.isolation
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.isolation = sandbox.isolation
         self.executions = 0
 
     async def run_tests(self, code: str, problem: Problem) -> ExecResult:
         self.executions += 1
-        return await self.runner.run_tests(code, problem)
+        return await self.sandbox.run_tests(code, problem)
 
     async def run_code(self, code: str) -> ExecResult:
         self.executions += 1
-        return await self.runner.run_code(code)
+        return await self.sandbox.run_code(code)
 
     @property
     def limits(self) -> SandboxLimits:
         """The limits of the sandbox it passes executions on to."""
-        return self.runner.limits  # type: ignore[attr-defined]
+        return self.sandbox.limits
 
-    async def run_process(
-        self,
-        code: str,
-        *,
-        timeout_s: float | None = None,
-        output_bytes: int | None = None,
-        cpu_s: float | None = None,
-        memory_mb: int | None = None,
-        files: Sequence[tuple[str, bytes, int]] = (),
-    ) -> ProcessRun:
+    async def run_process(self, code: str, **options: Unpack[ProcessOptions]) -> ProcessRun:
         """An execution of a program problem's judge (`Sandbox.run_process`), counted too."""
         self.executions += 1
-        return await self.runner.run_process(  # type: ignore[attr-defined]
-            code,
-            timeout_s=timeout_s,
-            output_bytes=output_bytes,
-            cpu_s=cpu_s,
-            memory_mb=memory_mb,
-            files=files,
-        )
+        return await self.sandbox.run_process(code, **options)
 
 
 class EpisodeWorker:

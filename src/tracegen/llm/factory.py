@@ -108,13 +108,14 @@ def backend_for(
     host: str,
     *,
     kind: str | None = None,
+    model: str | None = None,
     server: ServerInfo | None = None,
     timeout_s: float | None = None,
     max_attempts: int | None = None,
     on_retry: RetryListener | None = None,
 ) -> HostBackend:
-    """A backend of ``kind`` (default: the run's) for ``host``; probes pass a short timeout
-    and one attempt."""
+    """A backend of ``kind`` asking for ``model`` (default: the settings' own; a run passes
+    its `BackendChoice`) for ``host``; probes pass a short timeout and one attempt."""
     kind = kind or settings.backend
     try:
         make = SERVERS[kind]
@@ -132,39 +133,45 @@ def backend_for(
     }
     if server is not None:
         options["server"] = server
-    return make(host, settings.model, **options)
+    return make(host, model or settings.model, **options)
 
 
 async def identify(
-    settings: RunSettings, host: str, *, timeout_s: float = PROBE_TIMEOUT_S
+    settings: RunSettings,
+    host: str,
+    *,
+    kind: str | None = None,
+    timeout_s: float = PROBE_TIMEOUT_S,
 ) -> Found | str:
-    """What answers at ``host`` (each kind in turn for ``auto``), or why nothing does.
+    """What answers at ``host`` (each kind in turn for ``auto``), or why nothing does;
+    ``kind``: the backend kind chosen (default: the settings' ``--backend``).
 
     With one ``--backend``, any answer means the host is up, even when the server would not
     say who it is; ``auto`` needs a server to recognise. A kind whose key cannot go with the
     URL's credentials is not asked; if no other kind answers, that is the error.
     """
-    kinds = list(SERVERS) if settings.backend == AUTO else [settings.backend]
+    chosen = kind or settings.backend
+    kinds = list(SERVERS) if chosen == AUTO else [chosen]
     problem = ""
     conflict: ConfigError | None = None
-    for kind in kinds:
+    for each in kinds:
         try:
-            probe = backend_for(settings, host, kind=kind, timeout_s=timeout_s, max_attempts=1)
+            probe = backend_for(settings, host, kind=each, timeout_s=timeout_s, max_attempts=1)
         except ConfigError as e:  # this kind's key and the URL's credentials: if it is this kind
-            if settings.backend != AUTO:
+            if chosen != AUTO:
                 raise
             conflict = conflict or e
             continue
         try:
-            return Found(kind, await probe.server_info())
+            return Found(each, await probe.server_info())
         except BackendError as e:
             if not e.answered:
                 return str(e)
             problem = str(e)
         finally:
             await probe.aclose()
-    if settings.backend != "auto":
-        return Found(settings.backend, None)
+    if chosen != AUTO:
+        return Found(chosen, None)
     if conflict is not None:
         raise conflict
     return (
@@ -186,9 +193,23 @@ def one_kind(found: dict[str, Found]) -> str:
     return kinds.pop()
 
 
-async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> RunSettings:
-    """``settings`` with a local run decided, its ``model`` defaulted, and ``--constrain on``
-    refused where the backend kind is known to take no grammar.
+@dataclass(frozen=True)
+class BackendChoice:
+    """What ``--backend`` and ``--model`` come to before anything runs (`choose_backend`):
+    the settings' own names unless ``auto`` settled on the embedded model, whose default model
+    a local run takes when none is named. The run's setup records it; the settings keep what
+    the user gave."""
+
+    backend: str
+    """The backend kind: one of `BACKENDS`, or ``auto`` until a server answers (the pool's
+    ``kind`` then says which)."""
+    model: str
+    """The model the episodes are asked of."""
+
+
+async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> BackendChoice:
+    """What ``settings`` run on: a local run decided, its ``model`` defaulted, and
+    ``--constrain on`` refused where the backend kind is known to take no grammar.
 
     ``auto`` runs the embedded model when ``--model`` names a GGUF file that exists or a
     packaged model and no host is named, or when nothing names a server or a model (no
@@ -197,10 +218,11 @@ async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> 
     what answers.
     """
     check_kind(settings)
-    if settings.backend == AUTO and "hosts" not in settings.model_fields_set:
+    kind = settings.backend
+    if kind == AUTO and "hosts" not in settings.model_fields_set:
         if "model" in settings.model_fields_set and names_local_model(settings.model):
             info(f"running {settings.model} in process (--backend local; --host names a server)")
-            settings = settings.model_copy(update={"backend": "local"})
+            kind = "local"
         elif "model" not in settings.model_fields_set and not isinstance(
             await identify(settings, DEFAULT_HOST), Found
         ):
@@ -208,13 +230,13 @@ async def choose_backend(settings: RunSettings, info: Callable[[str], None]) -> 
                 f"no model server at {DEFAULT_HOST} and none configured: running "
                 f"{DEFAULT_MODEL} in process (--backend local; --host names a server)"
             )
-            settings = settings.model_copy(update={"backend": "local"})
-    if runs_in_process(settings.backend) and "model" not in settings.model_fields_set:
-        settings = settings.model_copy(update={"model": DEFAULT_MODEL})
-    known = known_capabilities(settings.backend)
+            kind = "local"
+    named = "model" in settings.model_fields_set
+    model = DEFAULT_MODEL if runs_in_process(kind) and not named else settings.model
+    known = known_capabilities(kind)
     if known is not None:
-        check_grammar(settings, known, f"--backend {settings.backend}")
-    return settings
+        check_grammar(settings, known, f"--backend {kind}")
+    return BackendChoice(kind, model)
 
 
 def check_grammar(settings: RunSettings, capabilities: Capabilities, server: str) -> None:
@@ -233,17 +255,20 @@ def names_local_model(model: str) -> bool:
     return model in PACKAGED or (path.suffix.lower() == ".gguf" and path.is_file())
 
 
-def local_backend(settings: RunSettings) -> LocalBackend:
-    """The embedded model of a local run, checked (engine, file, template, memory) but not
-    loaded: each problem is one line before anything is written."""
-    model = find_model(settings.model, settings.chat_template)
+def local_backend(settings: RunSettings, model: str) -> LocalBackend:
+    """The embedded ``model`` (a `BackendChoice`'s) of a local run, checked (engine, file,
+    template, memory) but not loaded: each problem is one line before anything is written."""
     return LocalBackend(
-        model, context_tokens=settings.num_ctx, slots=settings.concurrency, threads=settings.threads
+        find_model(model, settings.chat_template),
+        context_tokens=settings.num_ctx,
+        slots=settings.concurrency,
+        threads=settings.threads,
     )
 
 
 async def open_pool(
     settings: RunSettings,
+    chosen: BackendChoice,
     *,
     on_retry: RetryListener,
     warn: Callable[[str], None],
@@ -252,10 +277,11 @@ async def open_pool(
 ) -> HostPool:
     """One backend per host; stop at once if no host answers or hosts are of different kinds,
     or when a host cannot do what the run asks (``--continuation`` when the mode continues
-    messages, ``--constrain on``); bench the hosts that do not answer. A local run has one
-    backend, ``local`` (built here if not given), loaded now."""
-    if runs_in_process(settings.backend):
-        model = local or local_backend(settings)
+    messages, ``--constrain on``); bench the hosts that do not answer. ``chosen``: the backend
+    kind and model the run's setup decided. A local run has one backend, ``local`` (built here
+    if not given), loaded now."""
+    if runs_in_process(chosen.backend):
+        model = local or local_backend(settings, chosen.model)
         if continues_message:
             pick_continuation(settings.continuation, model.capabilities, model.server_name)
         try:
@@ -266,7 +292,9 @@ async def open_pool(
         pool = HostPool([model], limit=settings.concurrency, max_outage_s=math.inf)  # in process
         pool.kind = "local"
         return pool
-    answers = await asyncio.gather(*(identify(settings, h) for h in settings.hosts))
+    answers = await asyncio.gather(
+        *(identify(settings, h, kind=chosen.backend) for h in settings.hosts)
+    )
     found = {h: a for h, a in zip(settings.hosts, answers, strict=True) if isinstance(a, Found)}
     down = {h: a for h, a in zip(settings.hosts, answers, strict=True) if isinstance(a, str)}
     if not found:
@@ -279,6 +307,7 @@ async def open_pool(
             settings,
             h,
             kind=kind,
+            model=chosen.model,
             server=found[h].server if h in found else None,
             on_retry=on_retry,
         )

@@ -59,20 +59,7 @@ class GgufInfo:
 def read_gguf(path: Path) -> GgufInfo:
     """The metadata of the GGUF file at ``path``; `ConfigError` (one line) if it is missing,
     unreadable or not GGUF."""
-    try:
-        with path.open("rb") as fh:
-            if fh.read(4) != MAGIC:
-                raise ConfigError(f"{path}: not a GGUF model file (give a .gguf file)")
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                meta = _metadata(data)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: model file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a GGUF model file") from None
-    except (struct.error, ValueError, UnicodeDecodeError, KeyError):
-        raise ConfigError(f"{path}: not a valid GGUF model file (truncated or damaged)") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    meta = read_arrays(path, frozenset())
     arch = str(meta.get("general.architecture", ""))
 
     def number(key: str, default: int = 0) -> int:
@@ -106,7 +93,8 @@ class _Array(NamedTuple):
 
 def read_arrays(path: Path, keys: frozenset[str]) -> dict[str, Any]:
     """The header of the GGUF file at ``path`` with the arrays named in ``keys`` decoded
-    (lists); `ConfigError` as `read_gguf`."""
+    (lists; the others by their length only); `ConfigError` (one line) if it is missing,
+    unreadable or not GGUF."""
     try:
         with path.open("rb") as fh:
             if fh.read(4) != MAGIC:
@@ -115,6 +103,8 @@ def read_arrays(path: Path, keys: frozenset[str]) -> dict[str, Any]:
                 return _metadata(data, keys)
     except FileNotFoundError:
         raise ConfigError(f"{path}: model file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a GGUF model file") from None
     except (struct.error, ValueError, UnicodeDecodeError, KeyError):
         raise ConfigError(f"{path}: not a valid GGUF model file (truncated or damaged)") from None
     except OSError as e:

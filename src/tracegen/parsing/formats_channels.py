@@ -36,6 +36,7 @@ from tracegen.parsing.textcalls import (
     TextToolCalls,
     Tools,
     balanced_end,
+    enclosed,
     parameter_types,
     parameter_value,
 )
@@ -134,7 +135,7 @@ def inkling(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 # ------------------------------------------------------------------ cohere_command3
 
-_COHERE_ACTION = re.compile(r"<\|START_ACTION\|>(.*?)(<\|END_ACTION\|>|\Z)", re.DOTALL)
+_COHERE_ACTION = enclosed("<|START_ACTION|>", "<|END_ACTION|>")
 
 
 def cohere_command(text: str, tools: Tools = None) -> TextToolCalls | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools
+from tracegen.parsing.textcalls import Parser, TextToolCalls, Tools, enclosed
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 _BARE = {"true": True, "false": False, "null": None}
@@ -132,8 +132,7 @@ def gemma_calls(
     opening: str, closings: tuple[str, ...], quote: str, *, json_strings: bool
 ) -> Parser:
     """A parser for ``opening``\\ ``call:NAME{…}``\\ closing calls."""
-    ends = "|".join(re.escape(c) for c in closings)
-    block = re.compile(rf"{re.escape(opening)}(.*?)({ends}|\Z)", re.DOTALL)
+    block = enclosed(opening, *closings)
 
     def parse(text: str, tools: Tools = None) -> TextToolCalls | None:
         if opening not in text:

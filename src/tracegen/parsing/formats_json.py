@@ -44,6 +44,7 @@ from tracegen.parsing.textcalls import (
     TextToolCalls,
     Tools,
     balanced_end,
+    enclosed,
     json_span,
     read_json_call,
     read_named_call,
@@ -215,7 +216,7 @@ def granite_20b_fc(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 
 _PHI4_TAG = "functools["
-_PHI4_BLOCK = re.compile(r"<\|tool_call\|>(.*?)(?:<\|/tool_call\|>|\Z)", re.DOTALL)
+_PHI4_BLOCK = enclosed("<|tool_call|>", "<|/tool_call|>")
 
 
 def phi4_mini_json(text: str, tools: Tools = None) -> TextToolCalls | None:
@@ -277,7 +278,7 @@ def xlam(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 # ------------------------------------------------------------------ minimax
 
-_MINIMAX = re.compile(r"<tool_calls>(.*?)(?:</tool_calls>|\Z)", re.DOTALL)
+_MINIMAX = enclosed("<tool_calls>", "</tool_calls>")
 
 
 def minimax(text: str, tools: Tools = None) -> TextToolCalls | None:
@@ -339,9 +340,7 @@ def deepseek(text: str, tools: Tools = None) -> TextToolCalls | None:
 
 # ------------------------------------------------------------------ kimi_k2
 
-_KIMI_SECTION = re.compile(
-    r"<\|tool_calls_section_begin\|>(.*?)(?:<\|tool_calls_section_end\|>|\Z)", re.DOTALL
-)
+_KIMI_SECTION = enclosed("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>")
 _KIMI_CALL = re.compile(
     r"<\|tool_call_begin\|>\s*(?P<id>[^<]*?)\s*<\|tool_call_argument_begin\|>(?P<args>.*?)"
     r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|\Z)",

@@ -42,6 +42,7 @@ from tracegen.parsing.textcalls import (
     Parser,
     TextToolCalls,
     Tools,
+    enclosed,
     parameter_types,
     parameter_value,
 )
@@ -77,7 +78,7 @@ def _add_call(
 
 # ------------------------------------------------------------------ qwen3_coder
 
-_QWEN_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+_QWEN_BLOCK = enclosed("<tool_call>", "</tool_call>")
 _QWEN_FUNCTION = re.compile(r"<function=(.*?)(?:</function>|(?=<function=)|\Z)", re.DOTALL)
 _QWEN_PARAMETER = re.compile(
     r"<parameter=(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)", re.DOTALL
@@ -91,7 +92,7 @@ def qwen3_coder(text: str, tools: Tools = None) -> TextToolCalls | None:
     return _functions(text, _QWEN_BLOCK, 0, tools)
 
 
-_SEED_BLOCK = re.compile(r"<seed:tool_call>(.*?)(?:</seed:tool_call>|\Z)", re.DOTALL)
+_SEED_BLOCK = enclosed("<seed:tool_call>", "</seed:tool_call>")
 _SEED_THINK_END = "</seed:think>"
 
 
@@ -132,7 +133,7 @@ def _functions(text: str, block: re.Pattern[str], start: int, tools: Tools) -> T
 
 # ------------------------------------------------------------------ glm45
 
-_GLM_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.DOTALL)
+_GLM_BLOCK = _QWEN_BLOCK
 _GLM_PAIR = re.compile(
     r"<arg_key>([^<]*)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|\Z)", re.DOTALL
 )
@@ -300,7 +301,7 @@ minicpm5 = invoke_format(
 tokenizer's ``Ġ`` may stand for the space, or the space may be missing; a call without its
 ``</function>`` is not read."""
 
-_DOTS_BLOCK = re.compile(r"<dots_function_call>(.*?)(?:</dots_function_call>|\Z)", re.DOTALL)
+_DOTS_BLOCK = enclosed("<dots_function_call>", "</dots_function_call>")
 _dots_invokes = invoke_format(r"\A<dots_function_call>(.*)")
 _dots_json = tagged_json("<dots_function_call>", "</dots_function_call>")
 
@@ -325,7 +326,7 @@ def dots(text: str, tools: Tools = None) -> TextToolCalls | None:
     return found.finish("".join(kept))
 
 
-_IFM_CALL = re.compile(r"<ifm\|tool_call>(.*?)(</ifm\|tool_call>|\Z)", re.DOTALL)
+_IFM_CALL = enclosed("<ifm|tool_call>", "</ifm|tool_call>")
 _IFM_ARGUMENT = re.compile(
     r"<ifm\|arg_key>([^<]*)</ifm\|arg_key>\s*(?:<ifm\|arg_type>([^<]*)</ifm\|arg_type>\s*)?"
     r"<ifm\|arg_value>(.*?)(?:</ifm\|arg_value>|\Z)",

@@ -20,7 +20,7 @@ import ast
 import re
 from typing import Any
 
-from tracegen.parsing.textcalls import Closings, TextToolCalls, Tools
+from tracegen.parsing.textcalls import Closings, TextToolCalls, Tools, enclosed
 from tracegen.schema import json_value
 
 _PY_START = "<|python_start|>"
@@ -142,7 +142,7 @@ def llama4_pythonic(text: str, tools: Tools = None) -> TextToolCalls | None:
     return found.finish(before + prose + after)
 
 
-_OLMO = re.compile(r"<function_calls>(.*?)(?:</function_calls>|\Z)", re.DOTALL)
+_OLMO = enclosed("<function_calls>", "</function_calls>")
 
 
 def olmo3(text: str, tools: Tools = None) -> TextToolCalls | None:
@@ -170,7 +170,7 @@ def olmo3(text: str, tools: Tools = None) -> TextToolCalls | None:
     return found.finish(text[: block.start()] + text[block.end() :])
 
 
-_LFM2 = re.compile(r"<\|tool_call_start\|>(.*?)(?:<\|tool_call_end\|>|\Z)", re.DOTALL)
+_LFM2 = enclosed("<|tool_call_start|>", "<|tool_call_end|>")
 
 
 def lfm2(text: str, tools: Tools = None) -> TextToolCalls | None:

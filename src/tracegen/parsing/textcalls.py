@@ -150,6 +150,13 @@ class Closings:
             known[unclosed] = None
 
 
+def enclosed(opening: str, *closings: str) -> re.Pattern[str]:
+    """A block from ``opening`` to the first of ``closings``: its body is group 1, the
+    closing group 2 (empty when the text ends first: a block whose end tag is missing)."""
+    ends = "|".join(re.escape(closing) for closing in closings)
+    return re.compile(rf"{re.escape(opening)}(.*?)({ends}|\Z)", re.DOTALL)
+
+
 def balanced_end(text: str, start: int) -> int | None:
     """The index just past the JSON object or array opening at ``start``; None if unclosed."""
     return Closings(text).at(start)

@@ -97,7 +97,8 @@ def decode_lcb_tests(text: str) -> list[Any]:
     return value
 
 
-def _text(row: Row, key: str) -> str:
+def required_text(row: Row, key: str) -> str:
+    """``row[key]``, a string with more than white space in it, or `ValueError`."""
     value = row.get(key)
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{key!r} must be a non-empty string")
@@ -169,7 +170,7 @@ def from_code_contests(row: Row, index: int) -> Problem:
     memory = int(row.get("memory_limit_bytes") or 0) >> 20
     return Problem(
         id=str(row["name"]),
-        prompt=_text(row, "description"),
+        prompt=required_text(row, "description"),
         tests=tests,
         limits=ProgramLimits(
             time_s=seconds or ProgramLimits().time_s,
@@ -238,7 +239,7 @@ def _apps_like(row: Row, problem_id: str, source: str) -> Problem:
         )
     return Problem(
         id=problem_id,
-        prompt=_with_starter(_text(row, "question"), starter),
+        prompt=_with_starter(required_text(row, "question"), starter),
         entry_point=entry,
         tests=_first_public(tests),
         limits=limits,
@@ -294,7 +295,7 @@ def from_livecodebench(row: Row, index: int) -> Problem:
     functional = any(t.kind == "functional" for t in tests)
     return Problem(
         id=str(row["question_id"]),
-        prompt=_with_starter(_text(row, "question_content"), starter),
+        prompt=_with_starter(required_text(row, "question_content"), starter),
         entry_point=_entry_point(func, starter) if functional and func else None,
         tests=tests,
         setup=LCB_PRELUDE if functional else "",
@@ -310,7 +311,7 @@ def from_livecodebench(row: Row, index: int) -> Problem:
 
 
 def _codeforces_prompt(row: Row) -> str:
-    parts = [f"# {row.get('title') or row['id']}", _text(row, "description")]
+    parts = [f"# {row.get('title') or row['id']}", required_text(row, "description")]
     for key, title in (("input_format", "Input"), ("output_format", "Output")):
         if row.get(key):
             parts.append(f"## {title}\n\n{row[key]}")
@@ -406,7 +407,7 @@ def from_deepcoder(row: Row, index: int) -> Problem:
     taco_call = isinstance(cases, dict) and bool(cases.get("fn_name"))
     return Problem(
         id=str(index),
-        prompt=_with_starter(_text(row, "problem"), starter),
+        prompt=_with_starter(required_text(row, "problem"), starter),
         entry_point=entry,
         tests=_first_public(tests),
         compare=Comparison(unwrap_single=True) if taco_call else None,
@@ -426,7 +427,7 @@ def from_verifiable(row: Row, index: int) -> Problem:
     language = info.get("language")
     return Problem(
         id=str(row["problem_id"]),
-        prompt=_text(row, "prompt"),
+        prompt=required_text(row, "prompt"),
         entry_point=entry,
         tests=_first_public(tests),
         language="cpp" if language in ("cpp", "c++") else "python",

@@ -10,27 +10,15 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Callable
-from typing import Any
 
-from tracegen.problems.contests import contest_format
+from tracegen.problems.contests import Row, RowMapper, contest_format, required_text
 from tracegen.schema import Problem, TestCase
-
-Row = dict[str, Any]
-RowMapper = Callable[[Row, int], Problem]
 
 _HUMANEVAL_KEYS = frozenset({"task_id", "prompt", "canonical_solution", "test", "entry_point"})
 _MBPP_KEYS = frozenset({"task_id", "code", "test_list"})
 _GSM8K_KEYS = frozenset({"question", "answer"})
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FINAL_ANSWER = re.compile(r"^####\s*(.+?)\s*$", re.MULTILINE)
-
-
-def _text(row: Row, key: str) -> str:
-    value = row.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{key!r} must be a non-empty string")
-    return value
 
 
 def _prompt_context(prompt: str, entry_point: str) -> str:
@@ -50,13 +38,13 @@ def _prompt_context(prompt: str, entry_point: str) -> str:
 
 def from_humaneval(row: Row, index: int) -> Problem:
     """One ``check(candidate)`` test; ``setup`` holds the prompt's imports and helpers."""
-    prompt = _text(row, "prompt")
-    entry_point = _text(row, "entry_point")
+    prompt = required_text(row, "prompt")
+    entry_point = required_text(row, "entry_point")
     return Problem(
         id=str(row["task_id"]),
         prompt=prompt,
         entry_point=entry_point,
-        tests=[TestCase(name="check", kind="check", code=_text(row, "test"))],
+        tests=[TestCase(name="check", kind="check", code=required_text(row, "test"))],
         setup=_prompt_context(prompt, entry_point),
         reference_solution=prompt + str(row.get("canonical_solution") or ""),
         source="humaneval",
@@ -86,7 +74,7 @@ def _called_function(assert_line: str, reference: str) -> str:
 
 def from_mbpp(row: Row, index: int) -> Problem:
     """Assert tests (``test_list`` then ``challenge_test_list``); full or sanitized config."""
-    text = _text(row, "text" if "text" in row else "prompt")
+    text = required_text(row, "text" if "text" in row else "prompt")
     asserts = [t for t in row.get("test_list") or [] if isinstance(t, str) and t.strip()]
     if not asserts:
         raise ValueError("'test_list' holds no assert")
@@ -118,12 +106,12 @@ def _without_thousands(number: str) -> str:
 
 def from_gsm8k(row: Row, index: int) -> Problem:
     """A math problem; the ``#### N`` line of ``answer`` is the expected number."""
-    found = _FINAL_ANSWER.findall(_text(row, "answer"))
+    found = _FINAL_ANSWER.findall(required_text(row, "answer"))
     if not found:
         raise ValueError("'answer' has no final '#### N' line")
     return Problem(
         id=f"gsm8k/{index}",
-        prompt=_text(row, "question"),
+        prompt=required_text(row, "question"),
         kind="math",
         entry_point=None,
         tests=[TestCase(name="answer", kind="answer", expected=_without_thousands(found[-1]))],

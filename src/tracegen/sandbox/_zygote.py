@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tracegen.sandbox import _confine, _harness
+from tracegen.sandbox import _confine, _harness, _init  # noqa: F401 (imported for executions)
 
 PRELOAD = [
     "bisect",

@@ -31,7 +31,7 @@ last slot is the judges': they never share a uid with the code they judge. The o
 the cleanup helper's real uid while it kills an execution's leftovers: a uid no process has,
 so none of them can signal it."""
 _free_slots = list(range(UIDS_PER_PROCESS - 3, -1, -1))
-SOURCES = ("_confine", "_wire", "_harness", "_zygote")
+SOURCES = ("_confine", "_wire", "_init", "_harness", "_zygote")
 """The modules sent compiled to ``python -I -S``, each importing only those before it."""
 _BOOT = """\
 import json, marshal, os, sys

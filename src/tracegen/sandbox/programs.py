@@ -322,13 +322,12 @@ _RUN_MAIN_BATCH = _RUN_MAIN.replace("<<AFTER>>", "")
 _RUN = (
     _PRELUDE
     + """
+_init = sys.modules["tracegen.sandbox._init"]
 _stdin = os.open({stdin}, os.O_RDONLY)
 os.dup2(_stdin, 0)
 os.close(_stdin)
 _output = {output_file}
-_limit(resource.RLIMIT_CPU, {cpu})  # SIGKILL at the limit: no handler answers late
-_memory = {memory}
-_spawn = {spawn}
+_init.limit(resource.RLIMIT_CPU, {cpu})  # SIGKILL at the limit: no handler answers late
 
 def _program():
     import builtins, io, traceback
@@ -348,79 +347,42 @@ def _program():
 """
     + _RUN_MAIN_ONCE
     + """
-# This process stays the execution's init: the subreaper of every process the program
-# starts, so that each one that ends is reaped here and its CPU counts in what the parent
-# sees of this one; what is left when the program ends is killed and reaped too. Not
-# dumpable: the program can neither read nor trace it.
-import ctypes
-_prctl = ctypes.CDLL(None).prctl
-_prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-_prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-_null = os.open("/dev/null", os.O_WRONLY)
-if _spawn is not None:  # a binary, or a JVM whose heap is the memory limit
-    _env = dict(os.environ)
-    if {java}:
-        _spawn.insert(1, "-Xmx%dm" % _heap(_memory >> 20))
-        _env.update({java_env})
-    else:
-        _limit(resource.RLIMIT_STACK, _memory)
-    pid = os.posix_spawn(_spawn[0], [*_spawn, *{argv}], _env, file_actions=[
-        (os.POSIX_SPAWN_DUP2, _null, 1)] if _output is not None else [])
-else:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _prctl(4, 1, 0, 0, 0)  # its own /proc/self is its to read
-            if _output is not None:
-                os.dup2(_null, 1)
-            _program()
-        finally:
-            os._exit(70)
-while True:
+_init.become_init()  # see `tracegen.sandbox._init`
+pid = os.fork()
+if pid == 0:
     try:
-        _got, status = os.waitpid(-1, 0)
-    except ChildProcessError:
+        _init.dumpable()
+        if _output is not None:
+            os.dup2(os.open("/dev/null", os.O_WRONLY), 1)
+        _program()
+    finally:
         os._exit(70)
-    if _got == pid:
-        break
-try:
-    _children = "/proc/self/task/%d/children" % os.getpid()
-    for _ in range(10000):  # a process with SIGKILL pending forks no more: the rounds end
-        with open(_children, "rb") as _f:
-            _left = [int(_p) for _p in _f.read().split()]
-        if not _left:
-            break
-        for _p in _left:
-            try:
-                os.kill(_p, 9)
-            except OSError:
-                pass
-        for _p in _left:  # its own children are ours once it is gone
-            try:
-                os.waitpid(_p, 0)
-            except ChildProcessError:
-                pass
-except OSError:
-    pass
-try:
-    fd = os.open(_output, os.O_RDONLY) if _output is not None else -1
-except OSError:
-    fd = -1
-while fd >= 0 and (chunk := os.read(fd, 1 << 16)):
-    view = memoryview(chunk)
-    while view:
-        view = view[os.write(1, view):]
-if os.WIFSIGNALED(status):  # ended as the program did
-    import signal
-    try:
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-    except (OSError, ValueError):  # SIGKILL's cannot be set, nor need be
-        pass
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.kill(os.getpid(), os.WTERMSIG(status))
-os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+_init.end_with(pid, _output)
 """
 )
+"""The driver of a Python program's run; this process stays the execution's init."""
+
+_RUN_BINARY = """\
+import sys
+sys.modules["tracegen.sandbox._init"].run_binary(
+    ["./prog", *{argv}], stdin={stdin}, output={output_file}, cpu_s={cpu}, stack={memory}
+)
+"""
+"""The driver of a binary's run: the init of `tracegen.sandbox._init`, already compiled in the
+zygote (the driver of `_RUN` costs each test about 200 page copies and 1-2 ms of CPU more)."""
+
+_RUN_JAVA = (
+    _PRELUDE
+    + """
+_java = {java}
+_java.insert(1, "-Xmx%dm" % _heap({memory} >> 20))  # its heap: the memory limit
+sys.modules["tracegen.sandbox._init"].run_binary(
+    _java + {argv}, stdin={stdin}, output={output_file}, cpu_s={cpu}, stack=0,
+    env=dict(os.environ, **{java_env}),
+)
+"""
+)
+"""The driver of a JVM's run, whose heap is the memory limit."""
 
 _FUNCTIONAL_CALL = """\
 import json as _json
@@ -835,18 +797,19 @@ class Programs:
             after = _FUNCTIONAL_CALL.format(entry=entry, args=encoded, marker=RESULT_MARKER)
             after = after.replace("\n", "\n        ")
             module = "solution"
-        driver = _RUN.format(
-            stdin=repr("/dev/null" if input_file else "stdin.txt"),
-            output_file=repr(output_file),
-            cpu=max(1, math.ceil(limits.cpu_s)),
-            memory=limits.memory_mb << 20,
-            spawn=repr(java if java is not None else ["./prog"] if built.binary else None),
-            java=java is not None,
-            java_env=repr(JAVA_ENV),
-            argv=repr(list(argv)),
-            module=repr(module),
-            after=after,
-        )
+        common = {
+            "stdin": repr("/dev/null" if input_file else "stdin.txt"),
+            "output_file": repr(output_file),
+            "cpu": max(1, math.ceil(limits.cpu_s)),
+            "memory": limits.memory_mb << 20,
+            "argv": repr(list(argv)),
+        }
+        if java is not None:
+            driver = _RUN_JAVA.format(java=repr(java), java_env=repr(JAVA_ENV), **common)
+        elif built.binary is not None:
+            driver = _RUN_BINARY.format(**common)
+        else:
+            driver = _RUN.format(module=repr(module), after=after, **common)
         # The limits bound the whole execution: every process the program starts, the CPU
         # of those that ended too, and all the memory they hold (not what they reserve).
         return await self.sandbox.run_process(

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal, NamedTuple, cast
+from typing import IO, Any, Literal, NamedTuple, TypedDict, Unpack, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -99,6 +99,23 @@ class _Raw:
     out_of_memory: bool = False
     key: bytes = b""
     cpu_s: float = 0.0
+
+
+class ProcessOptions(TypedDict, total=False):
+    """What one `Sandbox.run_process` execution may use instead of the sandbox's limits
+    (each left out, or None: the sandbox's), and the files it starts with."""
+
+    timeout_s: float | None
+    """Wall clock."""
+    output_bytes: int | None
+    """Of stdout, and of stderr."""
+    cpu_s: float | None
+    """The CPU of all its processes, ended or running (at most the sandbox's)."""
+    memory_mb: int | None
+    """All the memory its processes hold (at most the sandbox's)."""
+    files: Sequence[tuple[str, bytes, int]]
+    """(name, content, mode) written in its directory before it runs: data kept out of the
+    script's source, which the execution would otherwise parse."""
 
 
 @dataclass(frozen=True)
@@ -507,38 +524,12 @@ class Sandbox:
                 return result
         return result
 
-    async def run_process(
-        self,
-        code: str,
-        *,
-        timeout_s: float | None = None,
-        output_bytes: int | None = None,
-        cpu_s: float | None = None,
-        memory_mb: int | None = None,
-        files: Sequence[tuple[str, bytes, int]] = (),
-    ) -> ProcessRun:
+    async def run_process(self, code: str, **options: Unpack[ProcessOptions]) -> ProcessRun:
         """Run a script whose verdict is its exit and its output alone (it may replace itself
-        with another program): ``timeout_s`` wall clock and ``output_bytes`` of stdout (and
-        of stderr) instead of the sandbox's limits; it must not report (close fd 3).
-
-        ``cpu_s`` and ``memory_mb`` (at most the sandbox's) bound the whole execution: the
-        CPU of all its processes, ended or running, and all the memory they hold. An
-        execution over its CPU is killed (``cpu_s`` says how much it used, every process
-        counted); one over its memory is ``killed_for="memory"``. ``files`` (name, content,
-        mode) are written in its directory before it runs: data kept out of the script's
-        source, which the execution would otherwise parse."""
-        signed: dict[str, Any] = {"code": code}
-        if files:
-            signed["files"] = [[name, data.hex(), mode] for name, data, mode in files]
-        raw = await self._execute(
-            "code",
-            None,
-            signed,
-            timeout_s=timeout_s,
-            output_bytes=output_bytes,
-            cpu_s=cpu_s,
-            memory_mb=memory_mb,
-        )
+        with another program), within ``options`` (`ProcessOptions`); it must not report
+        (close fd 3). An execution over its CPU is killed (``cpu_s`` says how much it used,
+        every process counted); one over its memory is ``killed_for="memory"``."""
+        raw = await self._execute("code", None, {"code": code}, **options)
         killed_for: Literal["timeout", "output-limit", "memory", "error"] | None = raw.killed_for
         if raw.worker_died:
             killed_for = "error"
@@ -571,18 +562,18 @@ class Sandbox:
         mode: Literal["tests", "code"],
         candidate: bytes | None,
         signed: dict[str, Any],
-        *,
-        timeout_s: float | None = None,
-        output_bytes: int | None = None,
-        cpu_s: float | None = None,
-        memory_mb: int | None = None,
+        **options: Unpack[ProcessOptions],
     ) -> _Raw:
         """Run one execution: ``candidate`` to the code's process, ``signed`` (with a fresh
-        key) to the process that reports: the judge, or the script itself."""
+        key, and ``options``' files) to the process that reports: the judge, or the script
+        itself."""
+        cpu_s, memory_mb = options.get("cpu_s"), options.get("memory_mb")
         cpu = self.limits.cpu_s if cpu_s is None else min(cpu_s, self.limits.cpu_s)
         memory = (
             self.limits.memory_mb if memory_mb is None else min(memory_mb, self.limits.memory_mb)
         )
+        if files := options.get("files"):
+            signed = {**signed, "files": [[name, data.hex(), mode] for name, data, mode in files]}
         key = os.urandom(32)
         reporter = orjson.dumps({**signed, "key": key.hex()})
         async with self._semaphore:
@@ -591,8 +582,8 @@ class Sandbox:
                 zygote = await self._ensure_zygote()
                 try:
                     raw = await self._run(
-                        zygote, uid, mode, candidate, reporter, timeout_s, output_bytes,
-                        cpu, memory,
+                        zygote, uid, mode, candidate, reporter, options.get("timeout_s"),
+                        options.get("output_bytes"), cpu, memory,
                     )  # fmt: skip
                 except _WorkerDied:
                     raw = _Raw(worker_died=True)

@@ -1,7 +1,8 @@
 """tracegen as a verifiers environment (``pip install 'tracegen[verifiers]'``; docs/rl.md).
 
 Its id is ``tracegen-verifiers`` (the top-level module ``tracegen_verifiers`` re-exports
-what is here): ``vf-eval tracegen-verifiers --env.taskset.tracegen '{…}' …``, or in Python
+what is here): ``env eval tracegen-verifiers --env.taskset.tracegen '{…}' …`` (verifiers'
+v1 eval command), or in Python
 ``load_environment(problems=…, mode=…)``.
 """
 

@@ -1,5 +1,5 @@
-"""tracegen's problems, modes and judge as a verifiers environment (``verifiers`` 0.3.1 or
-0.4, its v1 API: ``verifiers.v1.Taskset`` and ``verifiers.v1.Env``).
+"""tracegen's problems, modes and judge as a verifiers environment (``verifiers`` 0.3.1, the
+extra's pin, its v1 API: ``verifiers.v1.Taskset`` and ``verifiers.v1.Env``).
 
 The taskset is tracegen's problems (``--env.taskset.tracegen`` takes ``tracegen run``'s
 settings: ``problems``, ``mode``, ``sandbox``, ``max_iterations``…). The env's rollout is
@@ -146,7 +146,7 @@ ENV_ID = "tracegen-verifiers"
 
 def load_environment(**settings: Any) -> TracegenEnv:
     """The environment, its taskset tracegen's problems under ``settings`` (``tracegen
-    run``'s: ``problems``, ``mode``, ``sandbox``…), built as ``vf-eval`` builds it."""
+    run``'s: ``problems``, ``mode``, ``sandbox``…), built as verifiers' ``eval`` builds it."""
     from verifiers.v1.utils.loaders import load_environment as load
 
     config = TracegenEnvConfig.model_validate({"taskset": {"id": ENV_ID, "tracegen": settings}})
