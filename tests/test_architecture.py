@@ -150,10 +150,16 @@ def test_only_the_worker_builds_a_sandbox_or_runs_an_episode() -> None:
 
 
 def test_every_entry_point_starts_from_the_run_setup() -> None:
-    """The run command and the RL environments decide a run with `prepare` (one `RunSetup`),
+    """The run command and the RL environments decide a run with `prepare` (one `RunSetup`;
+    TRL, whose trainer samples the policy, its mode and problems through the setup's `Named`),
     and run episodes on an `EpisodeWorker`."""
     graph = _module_graph()
-    for entry in ("tracegen.generate.run", "tracegen.atropos.env", "tracegen.generate.handoff"):
+    for entry in (
+        "tracegen.generate.run",
+        "tracegen.atropos.env",
+        "tracegen.generate.handoff",
+        "tracegen.trl.environment",
+    ):
         assert "tracegen.generate.setup" in graph[entry], entry
     for entry in (
         "tracegen.generate.handoff",

@@ -14,8 +14,10 @@ import pytest
 
 from tests.support.runs import clean_env, spawn, wait_for_records
 from tests.support.scenarios import read_jsonl
-from tracegen.generate.first_run import FIRST_RUN
+from tracegen.generate.first_run import FIRST_RUN, STARTER_PROBLEMS
+from tracegen.generate.runfiles import state_path
 from tracegen.llm.local import LocalBackend, choose_threads
+from tracegen.llm.packaged import DEFAULT_MODEL
 from tracegen.modes.common import SYSTEM_TAG_STOPS
 from tracegen.problems import load_problems
 
@@ -135,6 +137,13 @@ def test_a_first_run_takes_the_starter_problems_and_its_preset(tmp_path: Path) -
     assert len(traces) == FIRST_RUN["num_samples"]
     assert {t["problem_id"] for t in traces} <= starter
     assert {t["mode"] for t in traces} == {FIRST_RUN["mode"]}
+    decided = read_jsonl(state_path(out))[0]["run"]
+    assert (decided["backend"], decided["model"]) == ("local", DEFAULT_MODEL)
+    assert (decided["problems"], decided["first_run"]) == (STARTER_PROBLEMS, said)
+    opening = next(ln for ln in result.stdout.splitlines() if "tracegen run:" in ln)
+    assert f"backend local · model {DEFAULT_MODEL} · problems {STARTER_PROBLEMS} · first run" in (
+        opening
+    ), opening
 
 
 def test_a_first_run_given_a_generation_setting_takes_no_preset(tmp_path: Path) -> None:

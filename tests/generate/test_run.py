@@ -20,9 +20,11 @@ from tests.support.runs import (
     read,
     solver,
     spawn,
+    tracegen,
 )
 from tracegen import errors
 from tracegen.config import RunSettings
+from tracegen.generate.runfiles import state_path
 from tracegen.llm import factory
 from tracegen.llm.pool import HostPool
 from tracegen.modes.markers import Markers
@@ -358,3 +360,39 @@ def test_auto_reads_the_embedded_models_chat_template_and_the_hash_ignores_its_c
     assert said == "tool parser: kimi_k2 (the chat template writes <|im_system|>tool_declare)"
     explicit = settings.model_copy(update={"tool_parser": "auto"})
     assert explicit.generation().digest("p") == settings.generation().digest("p")
+
+
+@pytest.mark.slow  # tracegen in a child process
+def test_the_run_header_records_the_backend_and_model_auto_decided(model, workspace):
+    """``--backend auto`` (the default) finds Ollama answering: the opening line and the state
+    file's header say so, with the model, mode and problem set the run decided."""
+    result = tracegen([*workspace.args(model, "--limit", "2")])
+    assert result.returncode == 0, result.stderr
+    said = result.stdout + result.stderr
+    opening = next(line for line in said.splitlines() if "tracegen run:" in line)
+    assert f"mode markers · backend ollama · model test-model · problems {workspace.problems}" in (
+        opening
+    ), said
+    header = orjson.loads(state_path(workspace.out).read_bytes().splitlines()[0])
+    assert header["run"]["backend"] == "ollama"
+    assert header["run"]["model"] == "test-model"
+    assert header["run"]["problems"] == str(workspace.problems)
+
+
+@pytest.mark.slow  # tracegen in a child process, twice
+def test_a_state_file_of_a_tracegen_that_recorded_no_decisions_resumes(model, workspace):
+    """A state header without ``run`` (written before runs recorded their decisions) is the
+    same run: resumed, its episodes skipped, the rest run."""
+    first = tracegen([*workspace.args(model, "--limit", "2")])
+    assert first.returncode == 0, first.stderr
+    state = state_path(workspace.out)
+    head, *rest = state.read_bytes().splitlines()
+    old = orjson.loads(head)
+    del old["run"]
+    state.write_bytes(b"\n".join([orjson.dumps(old), *rest]) + b"\n")
+    again = tracegen([*workspace.args(model)])
+    assert again.returncode == 0, again.stderr
+    said = again.stdout + again.stderr
+    assert "10 episodes to go (2 done before)" in said, said
+    assert sorted(keys(workspace.out)) == sorted((f"p{i}", 0) for i in range(12))
+    assert orjson.loads(state.read_bytes().splitlines()[0]) == old

@@ -14,7 +14,7 @@ from tests.support.scenarios import unused_port
 from tracegen.config import RunSettings, load_settings
 from tracegen.errors import ConfigError
 from tracegen.generate.first_run import FIRST_RUN, STARTER_PROBLEMS
-from tracegen.generate.setup import RunSetup, prepare
+from tracegen.generate.setup import RunSetup, describe, prepare
 from tracegen.generate.worker import EpisodeWorker
 from tracegen.llm import factory
 from tracegen.llm.ollama import OllamaBackend
@@ -52,6 +52,15 @@ async def test_auto_constrains_only_the_embedded_model(tmp_path: Path) -> None:
     assert not setup.choices.constrain
     assert "constrain" not in setup.plan.record()
     assert setup.header()["constrain"] is False
+
+
+async def test_an_auto_backend_is_recorded_as_the_kind_that_answered(tmp_path: Path) -> None:
+    setup = await prepare(settings(tmp_path, backend="auto", mode="markers", hosts=["http://h"]))
+    assert setup.header()["backend"] == "auto" and setup.capabilities is None
+    answered = setup.answered("ollama")
+    assert answered.header()["backend"] == "ollama" and answered.capabilities is not None
+    assert answered.answered("openai") is answered
+    assert describe(answered.header()).startswith("mode markers · backend ollama · model qwen3:8b")
 
 
 async def test_an_unknown_mode_is_refused_before_anything_else(tmp_path: Path) -> None:
@@ -101,6 +110,9 @@ async def test_a_first_run_records_its_backend_and_preset_on_the_setup_not_in_th
     assert setup.generation.max_tokens == FIRST_RUN["max_tokens"]
     assert setup.mode.name == setup.generation.mode == FIRST_RUN["mode"]
     assert {"backend": "local", "model": DEFAULT_MODEL}.items() <= setup.header().items()
+    assert setup.header()["problems"] == STARTER_PROBLEMS
+    assert setup.header()["first_run"] == setup.first_run is not None
+    assert describe(setup.header()).endswith(f"problems {STARTER_PROBLEMS} · first run")
     assert any(line.startswith("no problems named: the starter set") for line in said), said
     flags = {"backend": "local", "model": DEFAULT_MODEL, "problems": STARTER_PROBLEMS}
     explicit = await prepare(load_settings(RunSettings, flags | FIRST_RUN, env={}))

@@ -19,12 +19,16 @@ from tests.support.limit_programs import (
     HOSTILE,
     HOSTILE_OUTCOMES,
     LIMITED,
+    OWN_FILES,
     RIGHT_UNDER_GENEROUS,
     RIGHT_UNDER_LIMITED,
     SCRIPT_LIMITS,
     SCRIPT_STATUS,
     SCRIPTS,
     SHORT_FORK_CHAIN,
+    STDCPP_SUM,
+    TIGHT,
+    TIGHT_SANDBOX_MB,
 )
 from tests.support.programs import SUM
 from tests.support.sandboxes import EACH_ISOLATION, ISOLATIONS
@@ -64,6 +68,17 @@ async def test_work_spread_over_processes_is_held_to_the_problems_limits(
 ) -> None:
     outcome, cpu_s, error = summary(await judge.judge(LIMITED, HOSTILE[name], "python"))
     check_hostile(name, outcome, cpu_s, error)
+
+
+@ON_LOOP
+@pytest.mark.parametrize("name", sorted(OWN_FILES))
+async def test_files_held_in_its_own_file_systems_are_memory_wherever_it_is(
+    judge: ProgramJudge, name: str
+) -> None:
+    if judge.programs.isolation == "rlimit":
+        pytest.skip("rlimit: an execution has no file system of its own to count")
+    outcome, cpu_s, error = summary(await judge.judge(LIMITED, OWN_FILES[name], "python"))
+    assert outcome == "memory", (name, outcome, cpu_s, error)
 
 
 @ON_LOOP
@@ -118,11 +133,27 @@ async def test_a_sandboxs_memory_limit_counts_every_process_of_a_script(isolatio
             assert result.status == SCRIPT_STATUS[name], (name, result.error, result.stderr)
 
 
+ISOLATED = [pytest.param("bwrap", marks=NEEDS_BWRAP), "builtin"]
+
+
+@NEEDS_GPP
+@ON_LOOP
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_a_compile_has_its_own_memory_limit_not_the_problems_nor_the_sandboxs(
+    isolation: str,
+) -> None:
+    limits = SandboxLimits(memory_mb=TIGHT_SANDBOX_MB)
+    async with Sandbox(isolation, limits=limits) as sandbox:
+        result = await ProgramJudge(Programs(sandbox)).judge(TIGHT, STDCPP_SUM, "cpp")
+    assert result.outcome == "accepted", (result.error, result.tests)
+
+
 NOBODY_IMPORTS = """
 import asyncio, concurrent.futures.thread, json, shutil
 from tests.support.limit_programs import (
     FORK_CHAIN_CPP,
-    GENEROUS, HOSTILE, LIMITED, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED, SCRIPT_LIMITS, SCRIPTS,
+    GENEROUS, HOSTILE, LIMITED, OWN_FILES, RIGHT_UNDER_GENEROUS, RIGHT_UNDER_LIMITED,
+    SCRIPT_LIMITS, SCRIPTS,
 )
 from tests.support.programs import SUM
 from tracegen.grading.programs import JudgeOptions, ProgramJudge
@@ -134,7 +165,7 @@ async def main():
     out = {{}}
     async with Sandbox({isolation!r}, concurrency=2) as sandbox:
         judge = ProgramJudge(Programs(sandbox))
-        cases = [(n, LIMITED, c) for n, c in HOSTILE.items()]
+        cases = [(n, LIMITED, c) for n, c in {{**HOSTILE, **OWN_FILES}}.items()]
         cases += [(n, LIMITED, c) for n, c in RIGHT_UNDER_LIMITED.items()]
         cases += [(n, GENEROUS, c) for n, c in RIGHT_UNDER_GENEROUS.items()]
         for name, problem, code in cases:
@@ -172,6 +203,15 @@ def test_as_nobody_work_spread_over_processes_is_held_to_the_limits(
 
 @NEEDS_ROOT
 @pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+@pytest.mark.parametrize("name", sorted(OWN_FILES))
+def test_as_nobody_files_held_in_its_own_file_systems_are_memory_wherever_it_is(
+    isolation: str, name: str
+) -> None:
+    assert as_nobody(isolation)[name][0] == "memory", as_nobody(isolation)[name]
+
+
+@NEEDS_ROOT
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
 @pytest.mark.parametrize("name", sorted({**RIGHT_UNDER_LIMITED, **RIGHT_UNDER_GENEROUS}))
 def test_as_nobody_right_programs_with_threads_and_workers_are_accepted(
     isolation: str, name: str
@@ -191,3 +231,24 @@ def test_as_nobody_a_sandboxs_memory_limit_counts_every_process(isolation: str, 
 @pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
 def test_as_nobody_a_cpp_fork_chain_is_time(isolation: str) -> None:
     check_hostile("fork-chain", *as_nobody(isolation)["cpp:fork-chain"])
+
+
+COMPILE_SCRIPT = """
+from tests.support.limit_programs import STDCPP_SUM, TIGHT, TIGHT_SANDBOX_MB
+
+async def main():
+    limits = SandboxLimits(memory_mb=TIGHT_SANDBOX_MB)
+    async with Sandbox({isolation!r}, limits=limits) as sandbox:
+        result = await ProgramJudge(Programs(sandbox)).judge(TIGHT, STDCPP_SUM, "cpp")
+    return [result.outcome, result.error]
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+@NEEDS_ROOT
+@NEEDS_GPP
+@pytest.mark.parametrize("isolation", NOBODY_ISOLATIONS)
+def test_as_nobody_a_compile_has_its_own_memory_limit(isolation: str) -> None:
+    script = COMPILE_SCRIPT.format(isolation=isolation)
+    assert run_script_as_nobody(NOBODY_IMPORTS, script, timeout=600) == ["accepted", None]

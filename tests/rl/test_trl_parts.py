@@ -29,7 +29,7 @@ from tracegen.trl import (
     problems_dataset,
     reward,
 )
-from tracegen.trl.environment import episode_trace
+from tracegen.trl.environment import episode_trace, named
 
 MATH = {
     "id": "six",
@@ -124,6 +124,20 @@ def test_reset_takes_a_problem_id_of_the_environments_problem_set() -> None:
     assert env.problem == problem
     with pytest.raises(ValueError, match=r"problem_id 'nope' is not in the problem set 'builtin'"):
         env.reset(prompt="…", problem_id="nope")
+
+
+def test_the_environments_problem_set_is_the_one_tracegen_run_reads() -> None:
+    """``--problem-ids`` and ``--limit`` choose the problem set as they do for a run: the
+    environment reads it through the run setup (`Named`), once for the same settings."""
+    first, second = load_problems("builtin", limit=2)
+    settings = RunSettings(sandbox="rlimit", problems="builtin", problem_ids=[second.id])
+    env = TracegenEnvironment(settings)
+    env.reset(prompt="…", problem_id=second.id)
+    assert env.problem == second
+    with pytest.raises(ValueError, match=f"problem_id '{first.id}' is not in the problem set"):
+        env.reset(prompt="…", problem_id=first.id)
+    assert named(settings) is named(settings.model_copy())
+    assert named(settings)[0].mode.name == "native-tools"
 
 
 @pytest.mark.parametrize(

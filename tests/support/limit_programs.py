@@ -15,6 +15,28 @@ LIMITED = Problem(
 )
 """One second of CPU and 64 MB for everything the execution holds."""
 
+TIGHT = Problem(
+    id="sum-tight",
+    prompt="Read two integers a and b; print a + b.",
+    limits=ProgramLimits(time_s=2, memory_mb=32),
+    tests=[TestCase(name="public", kind="stdio", input="2 3\n", expected="5\n")],
+)
+"""32 MB: less than g++ needs to compile a program that includes ``bits/stdc++.h``."""
+TIGHT_SANDBOX_MB = 64
+"""A sandbox's memory limit under which such a compile does not fit either."""
+STDCPP_SUM = r"""
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+    long long a, b;
+    cin >> a >> b;
+    vector<long long> v{a, b};
+    cout << accumulate(v.begin(), v.end(), 0LL) << endl;
+}
+"""
+"""Right under `TIGHT`: its compile has its own memory limit, not the problem's nor the
+sandbox's."""
+
 GENEROUS = Problem(
     id="sum-generous",
     prompt="Read two integers a and b; print a + b.",
@@ -117,6 +139,34 @@ time.sleep(1.0)
 print(a + b)
 """
 
+FILES_THEN_ELSEWHERE = """\
+import os, time
+a, b = map(int, input().split())
+written = 0
+for where in ({where!r}, "."):
+    try:
+        while written < 200:  # 8 MB files: each under the sandbox's file size limit
+            with open(os.path.join(where, f"held-{{written}}"), "wb") as f:
+                f.write(b"x" * (8 << 20))
+            written += 8
+    except OSError:  # it may not write there: its working directory then
+        continue
+os.chdir("/")  # where the program is no longer says where its files are
+time.sleep(1.5)
+print(a + b)
+"""
+
+OWN_FILES = {
+    "files-then-elsewhere": FILES_THEN_ELSEWHERE.format(where="."),
+    "shm-files-then-elsewhere": FILES_THEN_ELSEWHERE.format(where="/dev/shm"),
+    "tmp-files-then-elsewhere": FILES_THEN_ELSEWHERE.format(where="/tmp"),
+}
+"""Python programs for `LIMITED` that write 200 MB of files in a file system of the
+execution's own (its working directory, ``/dev/shm``, ``/tmp``, or its working directory
+where it may not write there), then move to ``/`` while they hold them: ``memory``. (Under
+bubblewrap and the built-in isolation: the rlimit-only isolation has no file system of the
+execution's own.)"""
+
 HOSTILE = {"fork-chain": FORK_CHAIN, "split-memory": SPLIT_MEMORY, "shm-memory": SHM_MEMORY}
 """Python programs for `LIMITED`, each of which must be judged by its limit."""
 HOSTILE_OUTCOMES = {"fork-chain": "time", "split-memory": "memory", "shm-memory": "memory"}
@@ -139,6 +189,13 @@ RIGHT_UNDER_LIMITED = {
         "a, b = map(int, input().split())\n"
         "reserved = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
         "reserved[0] = 1\n"
+        "print(a + b)\n"
+    ),
+    "moves-to-the-root": (
+        "import os, time\n"
+        "a, b = map(int, input().split())\n"
+        "os.chdir('/')\n"
+        "time.sleep(0.3)\n"
         "print(a + b)\n"
     ),
     "short-children": (

@@ -120,9 +120,14 @@ class Executor:
         pool: HostPool,
         stats: RunStats,
         reporter: Reporter,
+        *,
+        decided: str | None = None,
     ) -> None:
         self.settings = settings
         self.plan = plan
+        self.decided = decided or f"mode {plan.settings.mode} · model {plan.settings.model}"
+        """What the run decided, as its opening line says it
+        (`tracegen.generate.setup.describe`)."""
         self.files = files
         self.pool = pool
         self.stats = stats
@@ -189,11 +194,11 @@ class Executor:
         return 0
 
     def intro(self, where: str) -> None:
-        s, decided = self.settings, self.plan.settings
+        s = self.settings
         self.reporter.info(
             f"tracegen run: {self.stats.total} episodes to go ({self.stats.skipped} done "
-            f"before) · mode {decided.mode} · model {decided.model} · {len(s.hosts)} host(s) × "
-            f"{s.concurrency} · {where} → {self.files.output}"
+            f"before) · {self.decided} · {len(s.hosts)} host(s) × {s.concurrency} · {where} → "
+            f"{self.files.output}"
         )
 
     async def run_workers(self) -> None:

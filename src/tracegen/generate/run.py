@@ -11,7 +11,7 @@ from tracegen.config import RunSettings
 from tracegen.generate.executor import Executor
 from tracegen.generate.progress import Reporter, RunStats
 from tracegen.generate.runfiles import RunFiles
-from tracegen.generate.setup import prepare
+from tracegen.generate.setup import describe, prepare
 from tracegen.generate.shards import (
     Manifest,
     Shard,
@@ -112,10 +112,14 @@ async def _run(settings: RunSettings) -> int:
             if local is not None:
                 reporter.info(f"local: model loaded in {local.load_s:.1f}s")
             try:
-                files.start()  # a server answered: the files change from here on
+                header = setup.answered(pool.kind).header()
+                files.start(header)  # a server answered: the files change from here on
                 if shard is not None:
                     unmark_done(output)
-                status = await executor(settings, plan, files, pool, stats, reporter).execute()
+                run = executor(
+                    settings, plan, files, pool, stats, reporter, decided=describe(header)
+                )
+                status = await run.execute()
             finally:
                 await pool.aclose()
         finished = plan.count(files.done) == 0

@@ -72,6 +72,10 @@ class StateHeader(Record):
     settings: dict[str, Any]
     plan: PlanFingerprint | None = None
     """A shard's plan (`tracegen.generate.shards`); none for a run that is not sharded."""
+    run: dict[str, Any] | None = None
+    """What the run that wrote the header decided (`tracegen.generate.setup.RunSetup.header`:
+    mode, backend kind, model, problem set, a first run's preset…); none in the files of a
+    tracegen that did not record it, which resume all the same."""
 
     def row(self) -> dict[str, Any]:
         """As written: without ``plan`` when there is none."""
@@ -189,10 +193,11 @@ class RunFiles:
             self._lock.release(refused=True)
             raise
 
-    def start(self) -> None:
+    def start(self, run: dict[str, Any] | None = None) -> None:
         """Begin writing: start the files afresh (``overwrite``) or drop a cut last line, and
-        record the settings. A run calls it once a server has answered, so that a run that
-        reaches none leaves every file as it found it."""
+        record the settings, with what the run decided (``run``, `StateHeader.run`). A run
+        calls it once a server has answered, so that a run that reaches none leaves every file
+        as it found it."""
         if self._state is not None:
             return
         _prepare(self._kinds, overwrite=self._overwrite, warn=self._warn)
@@ -204,7 +209,7 @@ class RunFiles:
         self._state = JsonlWriter(self.state)
         if not self._current:
             header = StateHeader(
-                settings_hash=self.settings_hash, settings=self._settings, plan=self.plan
+                settings_hash=self.settings_hash, settings=self._settings, plan=self.plan, run=run
             )
             self._state.write(header.row())
 

@@ -13,7 +13,7 @@ through `tracegen.generate.worker.EpisodeWorker`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tracegen.config import GenerationSettings, RunSettings
@@ -58,8 +58,8 @@ class RunSetup:
     plan: Plan
     """The episodes, with the generation settings the run decided (`generation`)."""
     backend: str
-    """The backend kind: local, ollama, openai; auto until a server answers (the pool's
-    ``kind`` then says which)."""
+    """The backend kind: local, ollama, openai; auto until a server answers (`answered`
+    then records the kind the pool found)."""
     capabilities: Capabilities | None
     """What the backend kind can do, where known before anything answers."""
     choices: Choices
@@ -92,17 +92,34 @@ class RunSetup:
             problems, self.generation, self.prompt, num_samples, self.settings.seed, self.choices
         )
 
+    def answered(self, kind: str | None) -> RunSetup:
+        """This setup once the servers answered: an ``auto`` backend becomes the ``kind`` they
+        were found to be (`tracegen.llm.pool.HostPool.kind`), with what that kind can do."""
+        if self.backend != "auto" or kind is None or kind == self.backend:
+            return self
+        return replace(self, backend=kind, capabilities=known_capabilities(kind))
+
     def header(self) -> dict[str, Any]:
-        """What the run decided, as its header records it."""
+        """What the run decided, as its header records it: the state file's first line
+        (``run``, `tracegen.generate.runfiles.StateHeader`) and the run's opening line."""
         return {
             "mode": self.mode.name,
             "backend": self.backend,
             "model": self.model,
+            "problems": self.problem_set,
             "constrain": self.choices.constrain,
             "tool_parser": self.choices.tool_parser,
             "first_run": self.first_run,
             "max_attempts": self.retry.attempts,
         }
+
+
+def describe(header: dict[str, Any]) -> str:
+    """A run's `RunSetup.header` as its opening line says it."""
+    said = [f"{key} {header[key]}" for key in ("mode", "backend", "model", "problems")]
+    if header.get("first_run"):
+        said.append("first run")
+    return " · ".join(said)
 
 
 def retry_policy(settings: RunSettings) -> RetryPolicy:
@@ -130,8 +147,10 @@ def tool_parser(
 
 
 @dataclass(frozen=True)
-class _Named:
-    """The mode, its prompt and the problems some settings name, each read once."""
+class Named:
+    """The mode, its prompt and the problems some settings name, each read once: the part of
+    a run's setup no server takes part in, which `prepare` and `decide` start from, and which
+    an environment whose policy is sampled elsewhere (`tracegen.trl.environment`) reads alone."""
 
     mode: Mode
     prompt: str
@@ -143,8 +162,8 @@ class _Named:
         settings: RunSettings,
         mode_name: str,
         problem_set: str,
-        before: _Named | None = None,
-    ) -> _Named:
+        before: Named | None = None,
+    ) -> Named:
         """The mode and problems named (as given or decided), each a mistake refused before
         any server is asked; what ``before`` read for the same mode is taken from it."""
         if before is not None and before.mode.name == mode_name:
@@ -168,7 +187,7 @@ async def prepare(
     (`tracegen.llm.factory.choose_backend`), and `decide` does the rest. ``in_process``:
     whether episodes run in this process, where the embedded model can serve them.
     """
-    named = _Named.read(settings, settings.mode, settings.problems)
+    named = Named.read(settings, settings.mode, settings.problems)
     chosen = await choose_backend(settings, say)
     return _decide(settings, chosen, say, in_process=in_process, named=named)
 
@@ -184,7 +203,7 @@ def decide(
     sampled outside tracegen): `prepare` without asking any server. ``sampled_elsewhere``: the
     caller samples the policy itself, so nothing constrains its decoding (no grammar is asked
     for, whatever ``--constrain`` says)."""
-    named = _Named.read(settings, settings.mode, settings.problems)
+    named = Named.read(settings, settings.mode, settings.problems)
     return _decide(
         settings,
         BackendChoice(settings.backend, settings.model),
@@ -201,7 +220,7 @@ def _decide(
     say: Say,
     *,
     in_process: bool,
-    named: _Named,
+    named: Named,
     sampled_elsewhere: bool = False,
 ) -> RunSetup:
     said: str | None = None
@@ -214,7 +233,7 @@ def _decide(
     num_samples = decided.pop("num_samples", settings.num_samples)
     generation = settings.generation(**decided)
     if said is not None:
-        named = _Named.read(settings, generation.mode, problem_set, named)
+        named = Named.read(settings, generation.mode, problem_set, named)
     mode, prompt, problems = named.mode, named.prompt, named.problems
     embedded = runs_in_process(chosen.backend)
     if embedded and not in_process:

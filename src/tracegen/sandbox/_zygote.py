@@ -394,6 +394,7 @@ class _Run:
         "max_rss",
         "memory_limit",
         "over",
+        "own_files",
         "pid",
         "seen_cpu",
         "status",
@@ -417,6 +418,9 @@ class _Run:
         self.judge: _Judge | None = None
         self.judge_state: str | None = None  # "busy", "done" or "died"
         self.token = b""
+        # Descriptors of the tmpfs it mounted (working directory, /dev/shm), which it sends
+        # (`_own_namespaces`) where the watch counts its files (`_held`).
+        self.own_files: list[int] = []
 
 
 class _Judge:
@@ -448,6 +452,8 @@ class Zygote:
         self.ipc = _ipc_per_execution(_ipc_limits(self.limits["memory_mb"]))
         # Bound here: looked up in a child, the function would be made there, page by page.
         self.unshare_ipc = (_libc.unshare, ctypes.c_int(_CLONE_NEWIPC))
+        self.mounts: socket.socket | None = None  # see below
+        self.mounts_out: socket.socket | None = None
         self._per_execution(config)
         os.environ.clear()
         os.environ.update(config["env"])
@@ -460,6 +466,15 @@ class Zygote:
             importlib.machinery.PathFinder.find_spec("_tracegen_warm_finders", sys.path + packages)
         self.confinement, self.confined_fds = _confinement(config.get("confine") or {})
         self.devnull = _high_fd(os.open(os.devnull, os.O_RDWR))
+        # Where no cgroup counts an execution's memory, the watch counts its files too: each
+        # execution sends here the tmpfs it mounted, before any of its code runs. Not looked
+        # up through /proc/PID: its processes are not dumpable (nor traceable by this one,
+        # as a normal user), and where it stands is no sign of where its files are.
+        if self.own_mounts and not self.memory_cgroup:
+            self.mounts, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.mounts.setblocking(False)
+            self.mounts_out = socket.socket(fileno=_high_fd(theirs.detach()))
+            self.confined_fds.add(self.mounts_out.fileno())  # closed before the code runs
         # Children set these three in place (see `_child`), without os.environ's machinery.
         os.environ.update(HOME="/", TMPDIR="/", PWD="/")
         self.putenv, self.environ = os.putenv, getattr(os.environ, "_data", {})
@@ -507,6 +522,8 @@ class Zygote:
         self.handlers: dict[int, Callable[[], None]] = {}
         self._watch(sock.fileno(), self._on_request)
         self._watch(self.wake_r, self._on_wake)
+        if self.mounts is not None:
+            self._watch(self.mounts.fileno(), self._on_mounts)
         self.ancillary = socket.CMSG_SPACE(8 * _FD.size)
         self.runs: dict[int, _Run] = {}
         self.by_pid: dict[int, _Run] = {}
@@ -770,6 +787,21 @@ class Zygote:
             memory = int(words[5]) if len(words) > 5 else self.limits["memory_mb"]
             self._start(run_id, uid, tests, fds, cpu, memory * _MB)
 
+    def _on_mounts(self) -> None:
+        """An execution's tmpfs, sent by it once mounted (`_own_namespaces`)."""
+        assert self.mounts is not None
+        try:
+            workdir, ancillary, _, _ = self.mounts.recvmsg(1024, self.ancillary)
+        except OSError:
+            return
+        fds = _received_fds(ancillary)
+        for run in self.runs.values():
+            if run.workdir.encode() == workdir and not run.own_files:
+                run.own_files, fds = fds, []
+                break
+        for fd in fds:  # an execution already over
+            os.close(fd)
+
     def _close(self) -> None:
         self.closing = True
         self._unwatch(self.sock.fileno())
@@ -827,16 +859,9 @@ class Zygote:
         sibling's) once the resident total, which counts them whole, is over the limit."""
         held = 0
         if self.own_mounts:
-            # Until the execution has mounted its own, these are the zygote's (a whole disk).
-            shared = set()
-            for ours in (b".", b"/dev/shm", os.path.dirname(run.workdir.encode())):
+            for fd in run.own_files:
                 with contextlib.suppress(OSError):
-                    shared.add(os.stat(ours).st_dev)
-            for where in (b"/proc/%d/cwd" % run.pid, b"/proc/%d/root/dev/shm" % run.pid):
-                with contextlib.suppress(OSError):
-                    if os.stat(where).st_dev in shared:
-                        continue
-                    st = os.statvfs(where)
+                    st = os.fstatvfs(fd)
                     held += (st.f_blocks - st.f_bfree) * st.f_frsize
         resident = [_resident(pid) for pid in pids]
         if held + sum(resident) <= run.memory_limit:
@@ -987,13 +1012,21 @@ class Zygote:
         if self.ipc:
             _write_sysctls(self.ipc)
         if self.own_mounts:
+            name = workdir.encode()
             if self.home_on_tmp:
                 workdir = "/tmp"
             options = self.tmpfs_options % (uid, uid) if self.drop else self.tmpfs_options
             flags = _MS_NOSUID | _MS_NODEV
-            for target in (workdir.encode(), b"/dev/shm"):
+            targets = (workdir.encode(), b"/dev/shm")
+            for target in targets:
                 if _libc.mount(b"tmpfs", target, b"tmpfs", flags, options) != 0:
                     raise OSError(f"mount(tmpfs) on {target!r}")
+            if self.mounts_out is not None:
+                flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+                mounted = [os.open(target, flags) for target in targets]
+                self.mounts_out.sendmsg([name], [_passed_fds(mounted)])
+                for fd in mounted:
+                    os.close(fd)
         return workdir
 
     def _kill_group(self, pid: int) -> None:
@@ -1191,6 +1224,8 @@ class Zygote:
 
     def _finish(self, run_id: int) -> None:
         run = self.runs.pop(run_id)
+        for fd in run.own_files:  # they keep its tmpfs (and its files) alive
+            os.close(fd)
         out_of_memory = self._out_of_memory(run) or run.over == "memory"
         if not self.memory_cgroup and run.max_rss > run.memory_limit + self.baseline:
             # One process held more between two looks of the watch (its resident pages,

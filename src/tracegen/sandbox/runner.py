@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from tracegen.sandbox.isolation import (
     running_as_root,
     sandbox_command,
     take_uid,
-    warm_standard_library,
+    warm_runtime_files,
 )
 from tracegen.schema import ExecResult, ExecStatus, Problem, TestCase, TestResult
 
@@ -112,7 +113,10 @@ class ProcessOptions(TypedDict, total=False):
     cpu_s: float | None
     """The CPU of all its processes, ended or running (at most the sandbox's)."""
     memory_mb: int | None
-    """All the memory its processes hold (at most the sandbox's)."""
+    """All the memory its processes hold (at most the sandbox's, but with ``toolchain``)."""
+    toolchain: bool
+    """A compiler's execution: ``memory_mb`` is its own declared limit, whatever the
+    sandbox's (which bounds the programs it runs, not the tools that build them)."""
     files: Sequence[tuple[str, bytes, int]]
     """(name, content, mode) written in its directory before it runs: data kept out of the
     script's source, which the execution would otherwise parse."""
@@ -251,10 +255,11 @@ class _ZygoteProcess:
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        warming: threading.Thread | None = None
         if self.root:
             self.cgroups = Cgroups.make(self.limits)
             if self.cgroups is not None:
-                warm_standard_library()
+                warming = warm_runtime_files()
         cgroup_dirs = self.cgroups.dirs if self.cgroups is not None else []
         if self.isolation == "bwrap":
             prefix = bwrap_prefix(self.root, binds=cgroup_dirs, read_only=self.packages)
@@ -303,6 +308,8 @@ class _ZygoteProcess:
         except TimeoutError:
             ready = b""
         await feeding
+        if warming is not None:  # done before any execution may be the first to read them
+            await asyncio.to_thread(warming.join)
         if not ready:
             detail = self._stderr_tail()
             await self.close()
@@ -569,9 +576,9 @@ class Sandbox:
         itself."""
         cpu_s, memory_mb = options.get("cpu_s"), options.get("memory_mb")
         cpu = self.limits.cpu_s if cpu_s is None else min(cpu_s, self.limits.cpu_s)
-        memory = (
-            self.limits.memory_mb if memory_mb is None else min(memory_mb, self.limits.memory_mb)
-        )
+        memory = self.limits.memory_mb
+        if memory_mb is not None:
+            memory = memory_mb if options.get("toolchain") else min(memory_mb, memory)
         if files := options.get("files"):
             signed = {**signed, "files": [[name, data.hex(), mode] for name, data, mode in files]}
         key = os.urandom(32)
@@ -603,6 +610,7 @@ class Sandbox:
         output_bytes: int | None = None,
         cpu_s: float | None = None,
         memory_mb: int | None = None,
+        toolchain: bool = False,
     ) -> _Raw:
         loop = asyncio.get_running_loop()
         limits = self.limits

@@ -17,6 +17,10 @@ afresh against the problem's tests in the sandbox, never in the trainer's proces
 the scripts printed. A math problem's answer is the final answer of the completion's last
 reply (``#### N``, ``\\boxed{}``…), else the one the final program prints when run again.
 
+The mode and the problem set come from the run setup's reading of the settings
+(`tracegen.generate.setup.Named`, as ``tracegen run`` reads them), once per process for the
+same settings; the policy is sampled by the trainer, so no backend is decided.
+
 The sandbox is shared by every instance of the process, on an event loop of its own (TRL
 calls tools from its own threads and loops), each an `EpisodeWorker`'s
 (`tracegen.generate.worker`); `close_sandboxes` ends it, and the next call of any instance
@@ -26,7 +30,6 @@ starts a new one. Every wait for the sandbox has a timeout (`wait_s`).
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -36,6 +39,7 @@ from pydantic import ValidationError
 from tracegen.config import RunSettings
 from tracegen.episode.feedback import tool_error_json, tool_json
 from tracegen.errors import ProblemFileError
+from tracegen.generate.setup import Named
 from tracegen.generate.worker import EpisodeWorker
 from tracegen.grading.answers import extract_final_answer, grade_answer
 from tracegen.grading.programs import judge_for
@@ -43,7 +47,6 @@ from tracegen.grading.reward import DEFAULT_WEIGHTS, RewardWeights, rescore
 from tracegen.grading.verdicts import Solution, check_answer
 from tracegen.parsing.program import defines
 from tracegen.parsing.segment import segment
-from tracegen.problems import load_problems
 from tracegen.problems.files import problem_from_row
 from tracegen.problems.formats import detect
 from tracegen.sandbox.base import CodeRunner
@@ -177,7 +180,7 @@ class TracegenEnvironment:
     def reset(self, **row: Any) -> None:
         """Start an episode on the row's problem (TRL passes every column of the dataset's
         row): see `problem_of_row`."""
-        self._problem = problem_of_row(row, self._settings.problems)
+        self._problem = problem_of_row(row, self._settings)
         self._scripts = []
 
     def python(self, code: str) -> str:
@@ -201,12 +204,13 @@ class TracegenEnvironment:
         return tool_json(result)
 
 
-def problem_of_row(row: dict[str, Any], problems: str) -> Problem:
+def problem_of_row(row: dict[str, Any], settings: RunSettings) -> Problem:
     """The problem a dataset row names, the first of: its ``problem`` column (a problem in
     tracegen's format, as JSON or a mapping: what `tracegen.trl.problems_dataset` writes);
     the row itself in a dataset's own format tracegen reads (HumanEval, MBPP, GSM8K,
     code_contests, APPS…, its columns kept as the dataset ships them); its ``problem_id``,
-    a problem of the ``problems`` set (``RunSettings.problems``). Anything else is a
+    a problem of the settings' problem set (``problems``, with ``limit`` and ``problem_ids``,
+    read as `named` reads it). Anything else is a
     `ValueError` naming the row's columns and what would do."""
     if PROBLEM_COLUMN in row:
         value = row[PROBLEM_COLUMN]
@@ -230,8 +234,9 @@ def problem_of_row(row: dict[str, Any], problems: str) -> Problem:
             return mapper(row, 0)
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"the dataset row is not a valid {name} row: {e}") from None
+    problems = settings.problems
     if "problem_id" in row:
-        known = _problem_set(problems)
+        known = named(settings)[1]
         problem = known.get(str(row["problem_id"]))
         if problem is None:
             examples = ", ".join(repr(i) for i in list(known)[:3])
@@ -250,9 +255,20 @@ def problem_of_row(row: dict[str, Any], problems: str) -> Problem:
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _problem_set(source: str) -> dict[str, Problem]:
-    return {p.id: p for p in load_problems(source)}
+_NAMED: dict[str, tuple[Named, dict[str, Problem]]] = {}
+_NAMED_LOCK = threading.Lock()
+
+
+def named(settings: RunSettings) -> tuple[Named, dict[str, Problem]]:
+    """The mode (`MODE`), its prompt and the problems ``settings`` name, as every run's setup
+    reads them (`tracegen.generate.setup.Named`), with the problems by id: read when first
+    asked, once per process for the same settings (TRL makes many environments of one)."""
+    key = settings.model_dump_json()
+    with _NAMED_LOCK:
+        if key not in _NAMED:
+            read = Named.read(settings, MODE, settings.problems)
+            _NAMED[key] = read, {p.id: p for p in read.problems}
+        return _NAMED[key]
 
 
 async def _judge(box: CodeRunner, problem: Problem, code: str) -> ExecResult:
