@@ -267,3 +267,19 @@ def test_the_slots_an_answer_frees_go_back_to_its_actor_in_one_call(tmp_path):
     assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(40))
     assert [len(b) for b in quick.batches[:-1]] == [2] * (len(quick.batches) - 1)
     assert sum(map(len, quick.batches + slow.batches)) == 40
+
+
+def test_a_trace_the_driver_cannot_read_back_is_an_error_naming_the_cause():
+    """A node with another tracegen may send a trace this one cannot read: the run stops
+    with one line saying so, rather than waiting for an answer it already has."""
+    from tests.support.traces import markers_trace
+
+    good = markers_trace(0)
+    row = good.to_json()
+    row["schema"] = "tracegen.trace/9"
+    wire = [("a", dumps(good.to_row()), None, 0, 1), ("b", dumps(row), None, 0, 1)]
+    (_, kept), (_, unread) = ray_executor.decode_results(pickle.dumps(wire))
+    assert kept.trace == good and kept.error is None and kept.line == wire[0][1]
+    assert unread.trace is None and unread.line is None
+    assert isinstance(unread.error, ray_executor.ClusterError)
+    assert "install the same tracegen on every node" in str(unread.error)

@@ -175,7 +175,15 @@ def decode_results(blob: bytes) -> list[tuple[str, Result]]:
     """`encode_results`' answer read back: each trace validated from its line, kept with it."""
     results = []
     for trace_id, line, error, retries, executions in pickle.loads(blob):
-        trace = None if line is None else Trace.model_validate_json(line)
+        trace = None
+        if line is not None:
+            try:
+                trace = Trace.model_validate_json(line)
+            except ValueError as e:  # a node whose tracegen writes traces this one cannot read
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                why = f"a Ray actor sent back a trace this tracegen cannot read ({first}): "
+                error = ClusterError(why + "install the same tracegen on every node")
+                line = None
         results.append((trace_id, Result(trace, error, retries, executions, line)))
     return results
 
