@@ -20,21 +20,21 @@ process (the driver) stays the only writer of the run files.
 - **Back-pressure.** An actor gets at most its share of the cluster's slots (by CPUs) in
   flight, and the episode goes to the actor least loaded for its share (`Slots`: O(log n)
   per episode, whatever the number of actors).
-- **Batches.** Episodes travel in batches, both ways: an episode given to an actor waits
-  for others to go in the same call until the actor's share is full, or `BATCH_S` at most
-  (episodes that come back together leave together), and the call's answer brings back the
+- **Batches.** Episodes travel in batches, both ways: an episode given to an actor goes
+  with the others given to it in the same turn of the event loop when the actor has no
+  call under way or its share is full, else after `BATCH_S` at most, and the call's answer brings back the
   actor's episodes finished by then (it waits for the first, then up to `LINGER_S` for more
   while others are in flight). One call is kept under way per actor while any of its
   episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray call costs the
   driver about a millisecond of CPU; tracegen's own work per episode about a third of that.
-  The slots an answer frees go back to the same actor while it has room, so the episodes
-  that take them leave together, in the call that collects its next answer; an episode
-  for an actor with no call under way, or whose share is full, leaves with the others
-  given to it in the same turn of the event loop, without waiting `BATCH_S`.
+  The slots an answer frees go back to the actor it came from while it has room (each
+  worker goes back to its last actor), so the episodes that take them leave together, in
+  the call that collects its next answer, not each in a call of its own.
 - **The wire.** A call's episodes go as one pickled blob, and its answer comes back as one:
   each trace already dumped on the actor as the run files hold it, so the driver reads it
   back once (pydantic, from JSON) and writes those bytes as they are, never dumping it
-  again: Ray's serialiser sees one `bytes` each way.
+  again: Ray's serialiser sees one `bytes` each way. A trace the driver cannot read back
+  (a node with another tracegen) stops the run with a `ClusterError` saying so.
 - **Failures.** An actor or node that dies loses only its episodes in flight, sent or not
   (a call that fails takes with it whatever it was bringing back): they run again on
   another actor after a back-off (1 s, doubling), are not recorded as attempted and are
