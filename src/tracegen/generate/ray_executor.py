@@ -22,11 +22,12 @@ process (the driver) stays the only writer of the run files.
   per episode, whatever the number of actors).
 - **Batches.** Episodes travel in batches, both ways: an episode given to an actor goes
   with the others given to it in the same turn of the event loop when the actor has no
-  call under way or its share is full, else after `BATCH_S` at most, and the call's answer brings back the
-  actor's episodes finished by then (it waits for the first, then up to `LINGER_S` for more
-  while others are in flight). One call is kept under way per actor while any of its
-  episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray call costs the
-  driver about a millisecond of CPU; tracegen's own work per episode about a third of that.
+  call under way or its share is full, else after `BATCH_S` at most, and the call's answer
+  brings back the actor's episodes finished by then (it waits for the first, then up to
+  `LINGER_S` for more while others are in flight). One call is kept under way per actor
+  while any of its episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray
+  call costs the driver about a millisecond of CPU; tracegen's own work per episode about
+  a third of that.
   The slots an answer frees go back to the actor it came from while it has room (each
   worker goes back to its last actor), so the episodes that take them leave together, in
   the call that collects its next answer, not each in a call of its own.
