@@ -110,8 +110,10 @@ class StandInEpisodes:
     each answered at once with a ``markers`` trace per episode, or failed a moment later
     with the Ray error ``fails``, or (``hangs``) never answered."""
 
-    def __init__(self, fails: BaseException | None = None, hangs: bool = False) -> None:
-        self.fails, self.hangs = fails, hangs
+    def __init__(
+        self, fails: BaseException | None = None, hangs: bool = False, delay: float = 0.0
+    ) -> None:
+        self.fails, self.hangs, self.delay = fails, hangs, delay
         self.batches: list[list[str]] = []
         self.lines: list[bytes] = []
         """Each trace as it was sent back, dumped."""
@@ -136,7 +138,10 @@ class StandInEpisodes:
             results.append((trace_id, ray_executor.Result(trace, None, 0, 1)))
         answer = ray_executor.encode_results(results)
         self.lines += [line for _, line, *_ in pickle.loads(answer)]
-        future.set_result(answer)
+        if self.delay:
+            loop.call_later(self.delay, future.set_result, answer)
+        else:
+            future.set_result(answer)
         return future
 
 
@@ -164,7 +169,7 @@ def run_on_stand_ins(tmp_path, actors: list[StandInEpisodes], episodes: int, **s
     run, plan = stand_in_plan(
         tmp_path / "problems.jsonl",
         episodes,
-        concurrency=2 * len(actors),
+        concurrency=settings.pop("concurrency", 2 * len(actors)),
         output=tmp_path / "traces.jsonl",
         **settings,
     )
@@ -250,3 +255,31 @@ def test_episodes_freed_by_one_answer_go_back_in_one_call_and_are_written_as_sen
     assert sorted(written) == sorted(actor.lines)
     for line in written:
         assert line == dumps(Trace.model_validate_json(line).to_row())
+
+
+def test_the_slots_an_answer_frees_go_back_to_its_actor_in_one_call(tmp_path):
+    """Each answer frees its actor's slots; the episodes that take them go back to that
+    actor, all in the call that collects its next answer: never a call per episode."""
+    quick, slow = StandInEpisodes(), StandInEpisodes(delay=0.05)
+    # shares of 2 and 2 for 3 slots: least loaded alone, a slot freed on the quick actor
+    # would often go to the slow one, in a call of its own while its answer is awaited
+    run_on_stand_ins(tmp_path, [quick, slow], episodes=40, concurrency=3)
+    assert recorded(tmp_path) == sorted((f"p{i}", 0) for i in range(40))
+    assert [len(b) for b in quick.batches[:-1]] == [2] * (len(quick.batches) - 1)
+    assert sum(map(len, quick.batches + slow.batches)) == 40
+
+
+def test_a_trace_the_driver_cannot_read_back_is_an_error_naming_the_cause():
+    """A node with another tracegen may send a trace this one cannot read: the run stops
+    with one line saying so, rather than waiting for an answer it already has."""
+    from tests.support.traces import markers_trace
+
+    good = markers_trace(0)
+    row = good.to_json()
+    row["schema"] = "tracegen.trace/9"
+    wire = [("a", dumps(good.to_row()), None, 0, 1), ("b", dumps(row), None, 0, 1)]
+    (_, kept), (_, unread) = ray_executor.decode_results(pickle.dumps(wire))
+    assert kept.trace == good and kept.error is None and kept.line == wire[0][1]
+    assert unread.trace is None and unread.line is None
+    assert isinstance(unread.error, ray_executor.ClusterError)
+    assert "install the same tracegen on every node" in str(unread.error)

@@ -72,3 +72,15 @@ def test_choosing_stays_even_over_many_workers_and_episodes():
         slots.give_back(worker)
     held = [slots.take() for _ in range(1000)]
     assert sorted(held) == list(range(1000))  # type: ignore[type-var]
+
+
+def test_a_slot_is_taken_on_a_given_worker_only_within_its_share():
+    slots: Slots[str] = Slots(4)
+    slots.add("a", 1)
+    slots.add("b", 1)
+    assert slots.take_from("a") and slots.take_from("a")
+    assert not slots.take_from("a")  # its share of 2 is full
+    assert not slots.take_from("gone")
+    assert [slots.take(), slots.take(), slots.take()] == ["b", "b", None]
+    slots.give_back("a")
+    assert slots.take_from("a") and slots.in_flight("a") == 2

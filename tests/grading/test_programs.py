@@ -288,8 +288,8 @@ async def test_a_programs_tests_run_in_one_execution(judge: ProgramJudge) -> Non
 @pytest.mark.slow
 @NEEDS_GPP
 async def test_a_cpp_programs_tests_run_in_one_execution(judge: ProgramJudge) -> None:
-    counting = CountingSandbox(judge.programs.sandbox)  # type: ignore[arg-type]
-    programs = Programs(counting)  # type: ignore[arg-type]
+    counting = CountingRunner(judge.programs.sandbox)  # type: ignore[arg-type]
+    programs = Programs(counting)
     await programs.build(CPP["accepted"], "cpp")
     counting.executions = 0
     batched = ProgramJudge(programs, JudgeOptions(batch=True))

@@ -20,19 +20,22 @@ process (the driver) stays the only writer of the run files.
 - **Back-pressure.** An actor gets at most its share of the cluster's slots (by CPUs) in
   flight, and the episode goes to the actor least loaded for its share (`Slots`: O(log n)
   per episode, whatever the number of actors).
-- **Batches.** Episodes travel in batches, both ways: an episode given to an actor waits
-  for others to go in the same call until the actor's share is full, or `BATCH_S` at most
-  (episodes that come back together leave together), and the call's answer brings back the
-  actor's episodes finished by then (it waits for the first, then up to `LINGER_S` for more
-  while others are in flight). One call is kept under way per actor while any of its
-  episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray call costs the
-  driver about a millisecond of CPU; tracegen's own work per episode about a third of that.
-  An episode whose actor's share is full leaves with the others given to the actor in the
-  same turn of the event loop (those freed by one answer go back in one call).
+- **Batches.** Episodes travel in batches, both ways: an episode given to an actor goes
+  with the others given to it in the same turn of the event loop when the actor has no
+  call under way or its share is full, else after `BATCH_S` at most, and the call's answer
+  brings back the actor's episodes finished by then (it waits for the first, then up to
+  `LINGER_S` for more while others are in flight). One call is kept under way per actor
+  while any of its episodes is out, and one more may carry new ones (`MAX_CALLS`). A Ray
+  call costs the driver about a millisecond of CPU; tracegen's own work per episode about
+  a third of that.
+  The slots an answer frees go back to the actor it came from while it has room (each
+  worker goes back to its last actor), so the episodes that take them leave together, in
+  the call that collects its next answer, not each in a call of its own.
 - **The wire.** A call's episodes go as one pickled blob, and its answer comes back as one:
   each trace already dumped on the actor as the run files hold it, so the driver reads it
   back once (pydantic, from JSON) and writes those bytes as they are, never dumping it
-  again: Ray's serialiser sees one `bytes` each way.
+  again: Ray's serialiser sees one `bytes` each way. A trace the driver cannot read back
+  (a node with another tracegen) stops the run with a `ClusterError` saying so.
 - **Failures.** An actor or node that dies loses only its episodes in flight, sent or not
   (a call that fails takes with it whatever it was bringing back): they run again on
   another actor after a back-off (1 s, doubling), are not recorded as attempted and are
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import pickle
 import re
@@ -172,7 +176,15 @@ def decode_results(blob: bytes) -> list[tuple[str, Result]]:
     """`encode_results`' answer read back: each trace validated from its line, kept with it."""
     results = []
     for trace_id, line, error, retries, executions in pickle.loads(blob):
-        trace = None if line is None else Trace.model_validate_json(line)
+        trace = None
+        if line is not None:
+            try:
+                trace = Trace.model_validate_json(line)
+            except ValueError as e:  # a node whose tracegen writes traces this one cannot read
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                why = f"a Ray actor sent back a trace this tracegen cannot read ({first}): "
+                error = ClusterError(why + "install the same tracegen on every node")
+                line = None
         results.append((trace_id, Result(trace, error, retries, executions, line)))
     return results
 
@@ -320,6 +332,12 @@ class _Actor:
         return f"{self.address} · node {self.node[:8]} · {self.cpus} CPUs · started {started}"
 
 
+_last_actor: contextvars.ContextVar[_Actor | None] = contextvars.ContextVar(
+    "tracegen_last_actor", default=None
+)
+"""The actor the current worker's last episode came back from (each worker is a task)."""
+
+
 class _Lost(Exception):
     """The episode's actor (or its node) died, or hung: nothing came back."""
 
@@ -389,7 +407,8 @@ class Actors:
         """Actors that may have a call to make (`_schedule`)."""
         self._flush: asyncio.TimerHandle | None = None
         self._full: set[_Actor] = set()
-        """Actors whose share is full: their call leaves at the next turn of the loop."""
+        """Actors whose call leaves at the next turn of the loop (its share is full, or no
+        call of its is under way to wait for)."""
         self._soon: asyncio.Handle | None = None
 
     @property
@@ -460,7 +479,13 @@ class Actors:
                 await self.refresh()
 
     async def acquire(self) -> _Actor:
-        """The live actor least loaded for its share, once one has room."""
+        """The actor this worker's last episode came back from, while it has room and no
+        call under way (the episodes that take the slots an answer freed then go together
+        in the call that collects its next answer, not each in a call of its own); else the
+        live actor least loaded for its share, once one has room."""
+        last = _last_actor.get()
+        if last is not None and last.alive and not last.calls and self.slots.take_from(last):
+            return last
         waited_since = time.monotonic()
         while True:
             actor = self.slots.take()
@@ -484,8 +509,11 @@ class Actors:
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         actor.waiting[item[2]] = future
         actor.outbox.append(item)
-        if actor.alive and self.slots.in_flight(actor) >= self.slots.share(actor):
-            # no more can come but those given in this turn of the loop: it leaves then
+        if actor.alive and (
+            not actor.calls or self.slots.in_flight(actor) >= self.slots.share(actor)
+        ):
+            # no call under way to wait for, or no more can come but those given in this
+            # turn of the loop: it leaves then
             self._full.add(actor)
             if self._soon is None:
                 self._soon = asyncio.get_running_loop().call_soon(self._flush_full)
@@ -749,6 +777,7 @@ class RayExecutor(Executor):
             result = await self._result(actor, spec.trace_id, self.item(spec, host))
         finally:
             self.actors.release(actor)
+        _last_actor.set(actor)
         actor.episodes += 1
         self.stats.retries += result.retries
         self.stats.executions += result.executions

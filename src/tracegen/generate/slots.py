@@ -79,6 +79,15 @@ class Slots(Generic[W]):
             return worker
         return None
 
+    def take_from(self, worker: W) -> bool:
+        """One more episode in flight on ``worker``, if it has room for it."""
+        load = self._loads.get(worker)
+        if load is None or load.in_flight >= load.share:
+            return False
+        load.in_flight += 1
+        self._push(worker, load)
+        return True
+
     def give_back(self, worker: W) -> None:
         """One of ``worker``'s episodes is over; the first waiter may take its slot."""
         load = self._loads.get(worker)
