@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import importlib.util
+import math
 import mmap
 import os
 from pathlib import Path
@@ -73,8 +74,12 @@ async def _read_in_a_sandbox(isolation: str) -> None:
 def test_as_root_a_receiver_decodes_no_better_than_chance(isolation: str) -> None:
     bench = _benchmark()
     found = asyncio.run(bench.measure(isolation, bench.cold_files(BITS), ROUNDS))
-    assert 0.4 <= found["errors"] / found["bits"] <= 0.6, found  # ±9 standard deviations
-    assert found["per_pair"] < 2, found
+    # Chance gets n/2 ± √n/2 wrong; within 4 standard deviations (a right sandbox fails this
+    # once in 16,000 runs) the capacity left is under 6 bits per pair, where a user without
+    # cgroups measures 19-20 and the sandbox before eviction 32-189 (docs/sandbox.md).
+    bits = found["bits"]
+    assert abs(found["errors"] - bits / 2) <= 4 * math.sqrt(bits) / 2, found
+    assert found["per_pair"] < 6, found
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS[:2])
