@@ -320,3 +320,33 @@ def test_tracegen_verify_offers_packages_only_with_sandbox_packages(tmp_path: Pa
         "standard library unless --sandbox-packages is given",
     )
     assert verdicts[1]["status"] == "ok", verdicts[1]
+
+
+FILES = [
+    ("a.bin", bytes(range(256)) * 2 + b'\n{"files": []}\n', 0o600),
+    ("empty", b"", 0o600),
+    ("b.txt", b"1 2\n3\n", 0o700),
+]
+SHOW_FILES = (
+    "import os, sys\n"
+    "os.close(3)\n"
+    "for name in ('a.bin', 'empty', 'b.txt'):\n"
+    "    with open(name, 'rb') as f:\n"
+    "        print(name, f.read().hex(), oct(os.stat(name).st_mode & 0o777))\n"
+    "print(__name__, sorted(os.listdir('.')), 'solution' in sys.modules)\n"
+    "sys.stdout.flush()\n"
+    "os._exit(0)\n"
+)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("launcher", [False, True])
+async def test_a_runs_files_arrive_byte_for_byte(offered: Sandbox, launcher: bool) -> None:
+    """A run's files (a binary, a test's input) reach it as they are, whatever bytes they
+    hold; a launcher's script is no module and leaves no file beside them."""
+    run = await offered.run_process(SHOW_FILES, files=FILES, launcher=launcher)
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.decode().splitlines()
+    assert lines[:3] == [f"{name} {data.hex()} {oct(mode)}" for name, data, mode in FILES]
+    listed = ["a.bin", "b.txt", "empty"] if launcher else ["a.bin", "b.txt", "empty", "solution.py"]
+    assert lines[3] == f"__main__ {listed} False"

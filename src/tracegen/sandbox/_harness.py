@@ -144,7 +144,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _put_file(path: str, data: bytes, mode: int) -> None:
+def _put_file(path: str, data: bytes | memoryview, mode: int) -> None:
     """A new file of the execution's own (a file of that name there is refused)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
     try:
@@ -153,7 +153,7 @@ def _put_file(path: str, data: bytes, mode: int) -> None:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -169,11 +169,22 @@ def _flush_std() -> None:
 
 def _take_payload(fd: int = 0) -> dict[str, Any]:
     """The request on ``fd`` (stdin), which then reads ``/dev/null``."""
-    payload: dict[str, Any] = _wire.parse(_read_all(fd))
+    return _take_request(fd)[0]
+
+
+def _take_request(fd: int = 0) -> tuple[dict[str, Any], memoryview]:
+    """The request on ``fd`` (stdin), which then reads ``/dev/null``: a line of JSON, then
+    the raw bytes of the files it lists (``[name, size, mode]``), one after the other, so
+    that no file's content is decoded from JSON or hex."""
+    data = _read_all(fd)
+    end = data.find(b"\n")
+    if end < 0:
+        end = len(data)
+    payload: dict[str, Any] = _wire.parse(data[:end])
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, fd)
     os.close(null)
-    return payload
+    return payload, memoryview(data)[end + 1 :]
 
 
 def hmac_sha256(key: bytes, message: bytes) -> str:
@@ -812,15 +823,27 @@ def _print_user_traceback(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
-def run_script(payload: dict[str, Any], where: str | None = None) -> dict[str, Any]:
+def run_script(
+    payload: dict[str, Any], where: str | None = None, contents: memoryview | None = None
+) -> dict[str, Any]:
     """Run code as ``__main__`` like ``python solution.py`` in ``where`` would (see
     `program_namespace`), exit status included; then, as Python does before it exits,
-    wait for the threads it started and run its ``atexit`` functions."""
+    wait for the threads it started and run its ``atexit`` functions. The files the
+    payload lists are written in ``where`` first, their bytes taken in turn from
+    ``contents``. A ``launcher`` (tracegen's own script that starts a program, no Python of
+    the candidate's) runs in a plain namespace: no module, file or ``sys`` entry made for
+    it, nor threads or ``atexit`` functions of a program to end with."""
+    launcher = payload.get("launcher") is True
     if where is not None:
-        for name, data, mode in payload.get("files") or ():
-            _put_file(where + "/" + name, bytes.fromhex(data), mode)
-    report = _run_main(payload["code"], program_namespace(payload["code"], where, as_main=True))
-    if where is not None:
+        at = 0
+        for name, size, mode in payload.get("files") or ():
+            if contents is None or type(size) is not int or not 0 <= size <= len(contents) - at:
+                raise ValueError("the request's files are cut off")
+            _put_file(where + "/" + name, contents[at : at + size], mode)
+            at += size
+    namespace = program_namespace(payload["code"], None if launcher else where, as_main=True)
+    report = _run_main(payload["code"], namespace, launcher)
+    if where is not None and not launcher:
         finalize()
     return report
 
@@ -839,9 +862,9 @@ def finalize() -> None:
         pass
 
 
-def _run_main(code: str, namespace: dict[str, Any]) -> dict[str, Any]:
+def _run_main(code: str, namespace: dict[str, Any], launcher: bool = False) -> dict[str, Any]:
     try:
-        exec(_compile(code, "<code>"), namespace)
+        exec(compile(code, "<code>", "exec") if launcher else _compile(code, "<code>"), namespace)
     except SystemExit as e:
         if e.code is None or type(e.code) is int:
             return {"phase": "done", "exit": e.code or 0, "tests": []}
@@ -861,9 +884,9 @@ def _run_main(code: str, namespace: dict[str, Any]) -> dict[str, Any]:
 def script(stdin: int = 0, result: int = RESULT_FD, where: str | None = None) -> int:
     """Read the payload from stdin, run it (in ``where``), write the authenticated report.
     The exit status."""
-    payload = _take_payload(stdin)
+    payload, contents = _take_request(stdin)
     key = bytes.fromhex(payload.pop("key"))
-    report = run_script(payload, where)
+    report = run_script(payload, where, contents)
     _flush_std()
     message = _signed(key, report)
     del key

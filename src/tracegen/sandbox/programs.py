@@ -120,6 +120,7 @@ class ProcessRunner(Protocol):
         cpu_s: float | None = None,
         memory_mb: int | None = None,
         toolchain: bool = False,
+        launcher: bool = False,
     ) -> ProcessRun: ...
 
 
@@ -828,6 +829,7 @@ class Programs:
             cpu_s=limits.cpu_s,
             memory_mb=limits.memory_mb,
             files=files,
+            launcher=java is not None or built.binary is not None,
         )
 
 

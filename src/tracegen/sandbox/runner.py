@@ -119,7 +119,12 @@ class ProcessOptions(TypedDict, total=False):
     sandbox's (which bounds the programs it runs, not the tools that build them)."""
     files: Sequence[tuple[str, bytes, int]]
     """(name, content, mode) written in its directory before it runs: data kept out of the
-    script's source, which the execution would otherwise parse."""
+    script's source, which the execution would otherwise parse. Their bytes reach it as
+    they are, after the request's line of JSON."""
+    launcher: bool
+    """The script only starts a program (a binary, a JVM), and no Python of the program
+    runs in it: it runs in a plain namespace, without the module, ``solution.py`` and
+    ``sys`` entries that make a Python program its own module."""
 
 
 @dataclass(frozen=True)
@@ -579,10 +584,16 @@ class Sandbox:
         memory = self.limits.memory_mb
         if memory_mb is not None:
             memory = memory_mb if options.get("toolchain") else min(memory_mb, memory)
-        if files := options.get("files"):
-            signed = {**signed, "files": [[name, data.hex(), mode] for name, data, mode in files]}
+        files = options.get("files") or ()
+        if files:
+            signed = {**signed, "files": [[name, len(data), mode] for name, data, mode in files]}
+        if options.get("launcher"):
+            signed = {**signed, "launcher": True}
         key = os.urandom(32)
-        reporter = orjson.dumps({**signed, "key": key.hex()})
+        # A line of JSON, then the files' bytes as they are (`_harness._take_request`).
+        reporter = b"".join(
+            [orjson.dumps({**signed, "key": key.hex()}), b"\n", *(data for _, data, _ in files)]
+        )
         async with self._semaphore:
             uid = take_uid()
             try:
