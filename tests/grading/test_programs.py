@@ -274,26 +274,22 @@ async def test_an_input_larger_than_the_sandbox_allows_is_an_error_not_the_progr
 MANY = SUM.model_copy(update={"tests": SUM.tests * 10})
 
 
-async def test_a_programs_tests_run_in_one_execution(judge: ProgramJudge) -> None:
+@pytest.mark.parametrize(
+    ("language", "code"),
+    [
+        ("python", PYTHON["accepted"]),
+        pytest.param("cpp", CPP["accepted"], marks=[pytest.mark.slow, NEEDS_GPP]),
+    ],
+)
+async def test_a_programs_tests_run_in_one_execution(
+    judge: ProgramJudge, language: str, code: str
+) -> None:
     counting = CountingRunner(judge.programs.sandbox)  # type: ignore[arg-type]
     programs = Programs(counting)
-    await programs.build(PYTHON["accepted"], "python")
+    await programs.build(code, language)
     counting.executions = 0
     batched = ProgramJudge(programs, JudgeOptions(batch=True))
-    result = await batched.judge(MANY, PYTHON["accepted"], "python")
-    assert result.status == "ok" and result.passed == 20
-    assert counting.executions == 1
-
-
-@pytest.mark.slow
-@NEEDS_GPP
-async def test_a_cpp_programs_tests_run_in_one_execution(judge: ProgramJudge) -> None:
-    counting = CountingRunner(judge.programs.sandbox)  # type: ignore[arg-type]
-    programs = Programs(counting)
-    await programs.build(CPP["accepted"], "cpp")
-    counting.executions = 0
-    batched = ProgramJudge(programs, JudgeOptions(batch=True))
-    result = await batched.judge(MANY, CPP["accepted"], "cpp")
+    result = await batched.judge(MANY, code, language)
     assert result.status == "ok" and result.passed == 20
     assert counting.executions == 1
 

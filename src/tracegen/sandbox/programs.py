@@ -148,11 +148,6 @@ class Built:
     failure: str | None = None
     """The sandbox failed to build it (not the program's fault)."""
 
-    @functools.cached_property
-    def hex(self) -> str:
-        """The binary in hex, as each run's driver carries it (made once)."""
-        return (self.binary or b"").hex()
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -411,8 +406,6 @@ ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: its programs cannot read
 # The subreaper of every process a test's run starts: each is reaped here once it ends, so
 # a run's CPU is that of all its processes (see `_RUN`).
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
-for _name, _data, _mode in {files}:
-    _put(_name, _data, _mode)
 _binary = {binary}
 _memory = {memory}
 _cap = {cap}
@@ -746,11 +739,13 @@ class Programs:
         execution failed: the caller runs the rest alone with `run`)."""
         if built.language == "java":
             return []  # a JVM per test as `run` starts it
-        files = [("prog", built.hex, 0o700)] if built.binary is not None else []
-        if built.binary is None:
-            files.append(("main.py", built.source.encode().hex(), 0o600))
+        # Written by the execution before the driver runs, as `run` hands them over.
+        files: list[tuple[str, bytes, int]] = []
+        if built.binary is not None:
+            files.append(("prog", built.binary, 0o700))
+        else:
+            files.append(("main.py", built.source.encode("utf-8", "surrogatepass"), 0o600))
         driver = _BATCH.format(
-            files=repr(files),
             binary=built.binary is not None,
             memory=limits.memory_mb << 20,
             cap=cap,
@@ -763,6 +758,7 @@ class Programs:
             timeout_s=len(inputs) * (limits.wall_s + 0.5) + 2,
             output_bytes=len(inputs) * (2 * cap + 128) + 4096,
             memory_mb=limits.memory_mb,
+            files=files,
         )
         if run.killed_for is not None or run.exit_code != 0 or run.signal is not None:
             return []
