@@ -16,9 +16,13 @@ Each row is one whole ``tracegen run``, a child process from a cold start:
 
 Tokens/s is completion tokens (the traces' ``usage``) over the run's wall time, model load
 and start-up included; traces/s is episodes over the same. Rounds alternate the rows, so a
-change in the machine's load falls on all of them; the 1-minute load average is recorded
-before and after each run. The machine this runs on is often shared: the best and the median
-of the rounds are both printed.
+change in the machine's load falls on all of them. Before each run the cores other work keeps
+busy are measured the way tracegen's default measures them (`busy_cores`), and the 1-minute
+load average is recorded before and after. The machine this runs on is often shared: the best
+and the median of the rounds are both printed.
+
+``--other-work N`` keeps N more processes spinning on the cores for the whole benchmark: the
+busy machine the default must also choose for (N=1 on 2 cores: one core taken).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tracegen.generate.first_run import FIRST_RUN, STARTER_PROBLEMS
+from tracegen.llm.local import busy_cores
 from tracegen.llm.packaged import DEFAULT_MODEL, find_model
 
 SLOTS = 4
@@ -57,6 +62,8 @@ class Row:
     tokens: int
     cpu_s: float
     load: tuple[float, float]
+    busy: float
+    """Cores other work kept busy just before the run (`busy_cores`)."""
 
     @property
     def tok_s(self) -> float:
@@ -100,11 +107,11 @@ def _tracegen(args: list[str], folder: Path) -> tuple[float, int, int, float]:
 
 def embedded(threads: int, limit: int) -> Row:
     with tempfile.TemporaryDirectory(prefix="threads-bench-") as tmp:
-        load = _load()
+        load, busy = _load(), busy_cores()
         seconds, traces, tokens, cpu = _tracegen(
             ["--threads", str(threads), "--limit", str(limit)], Path(tmp)
         )
-        return Row("embedded", threads, seconds, traces, tokens, cpu, (load, _load()))
+        return Row("embedded", threads, seconds, traces, tokens, cpu, (load, _load()), busy)
 
 
 def server(gguf: Path, threads: int, limit: int) -> Row:
@@ -123,7 +130,7 @@ def server(gguf: Path, threads: int, limit: int) -> Row:
     for key, value in FIRST_RUN.items():
         preset += [f"--{key.replace('_', '-')}", str(value)]
     with tempfile.TemporaryDirectory(prefix="threads-bench-") as tmp:
-        load = _load()
+        load, busy = _load(), busy_cores()
         own = _cpu(resource.RUSAGE_SELF)
         started = time.perf_counter()
         engine: Any = xllamacpp.Server(params)
@@ -141,9 +148,8 @@ def server(gguf: Path, threads: int, limit: int) -> Row:
         finally:
             del engine
         cpu += _cpu(resource.RUSAGE_SELF) - own
-        return Row(
-            "llama.cpp server", threads, seconds + loaded, traces, tokens, cpu, (load, _load())
-        )
+        loads = (load, _load())
+        return Row("llama.cpp server", threads, seconds + loaded, traces, tokens, cpu, loads, busy)
 
 
 def main() -> None:
@@ -153,12 +159,27 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=2, help="starter problems (4 samples each)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds")
     ap.add_argument("--no-server", action="store_true", help="the embedded rows alone")
+    ap.add_argument("--other-work", type=int, default=0, help="processes spinning meanwhile")
     args = ap.parse_args()
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.other_work)
+    ]
+    try:
+        measure(args, cores)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+
+
+def measure(args: argparse.Namespace, cores: int) -> None:
     counts = [int(n) for n in args.threads.split(",")]
     gguf = find_model(DEFAULT_MODEL).info.path
     rows: list[Row] = []
-    print(f"{cores} cores · {gguf.name} · --limit {args.limit} · {args.repeat} round(s)")
-    print("path | threads | round | s | traces | tokens | tok/s | traces/s | CPU s | load")
+    print(
+        f"{cores} cores · {gguf.name} · --limit {args.limit} · {args.repeat} round(s) · "
+        f"{args.other_work} other process(es) spinning"
+    )
+    print("path | threads | round | s | traces | tokens | tok/s | traces/s | CPU s | load | busy")
     for round_ in range(1, args.repeat + 1):
         for n in counts:
             paths = [embedded] if args.no_server else [embedded, server]
@@ -168,15 +189,15 @@ def main() -> None:
                 print(
                     f"{row.path} | {n} | {round_} | {row.seconds:.1f} | {row.traces} | "
                     f"{row.tokens} | {row.tok_s:.1f} | {row.traces_s:.3f} | {row.cpu_s:.1f} | "
-                    f"{row.load[0]:.1f}→{row.load[1]:.1f}",
+                    f"{row.load[0]:.1f}→{row.load[1]:.1f} | {row.busy:.1f}",
                     flush=True,
                 )
     print()
     print(
         "| path | threads | tok/s best | tok/s median | traces/s best | traces/s median | runs "
-        "| load (1 min) |"
+        "| load (1 min) | busy at start |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     best: dict[str, tuple[float, int]] = {}
     for path in dict.fromkeys(r.path for r in rows):
         for n in counts:
@@ -184,10 +205,11 @@ def main() -> None:
             tok = [r.tok_s for r in mine]
             per = [r.traces_s for r in mine]
             loads = [x for r in mine for x in r.load]
+            busy = [r.busy for r in mine]
             print(
                 f"| {path} | {n} | {max(tok):.1f} | {statistics.median(tok):.1f} | "
                 f"{max(per):.3f} | {statistics.median(per):.3f} | {len(mine)} | "
-                f"{min(loads):.1f}–{max(loads):.1f} |"
+                f"{min(loads):.1f}–{max(loads):.1f} | {min(busy):.1f}–{max(busy):.1f} |"
             )
             if statistics.median(per) > best.get(path, (0.0, 0))[0]:
                 best[path] = (statistics.median(per), n)

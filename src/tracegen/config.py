@@ -256,8 +256,8 @@ class RunSettings(GenerationSettings):
         default=None,
         ge=1,
         le=MAX_CONCURRENCY,
-        description="--backend local: llama.cpp threads (default: the count measured best, "
-        "see docs/performance.md).",
+        description="--backend local: llama.cpp threads (default: one per idle core, as "
+        "measured best, see docs/performance.md).",
     )
     hosts: list[str] = Field(
         default_factory=lambda: [DEFAULT_HOST],

@@ -4,6 +4,7 @@ run that `tracegen run` resumes, and `status` shows how far each part is."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 from collections import Counter
@@ -48,6 +49,10 @@ def merge_args(workspace: Workspace, *extra: str) -> list[str]:
     merged = workspace.dir / "merged.jsonl"
     shards = str(workspace.dir / f"traces-*-of-{N:05d}.jsonl")
     return ["merge", str(merged), shards, *extra]
+
+
+def state(output: Path) -> Path:
+    return output.with_name(output.name + ".state")
 
 
 def ids(*paths: Path) -> list[str]:
@@ -257,6 +262,26 @@ def test_merge_ignores_a_torn_last_line_and_says_so(cli, workspace, model):
     assert f"{torn}: ignored an incomplete last line" in result.stderr
     merged = read(workspace.dir / "merged.jsonl")  # every line whole JSON
     assert len(merged) == len({r["id"] for r in merged}) > 0
+
+
+def test_the_merged_state_records_what_the_shards_runs_decided(cli, workspace, model):
+    run_shards(cli, workspace, model)
+    shard_headers = [read(state(shard_out(workspace, i)))[0] for i in range(N)]
+    assert shard_headers[0]["run"]["backend"] == "ollama"
+    assert all(h["run"] == shard_headers[0]["run"] for h in shard_headers)
+    assert cli(merge_args(workspace)).exit_code == 0
+    (header,) = [row for row in read(state(workspace.dir / "merged.jsonl")) if "settings" in row]
+    assert header["run"] == shard_headers[0]["run"]
+    assert "plan" not in header  # the merged run is not a shard
+
+    # A shard resumed on another backend: the runs differ, and none is claimed for all.
+    first = state(shard_out(workspace, 0))
+    rows = read(first)
+    rows.insert(1, {**rows[0], "run": {**rows[0]["run"], "backend": "openai"}})
+    first.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert cli([*merge_args(workspace), "--overwrite"]).exit_code == 0
+    (header,) = [row for row in read(state(workspace.dir / "merged.jsonl")) if "settings" in row]
+    assert "run" not in header
 
 
 def test_a_finished_shard_run_again_does_nothing_and_stays_done(cli, workspace, model):

@@ -37,17 +37,15 @@ def start_server(gguf: Path, *, n_ctx: int = 4096) -> Any:
     stops when the returned object is deleted."""
     import xllamacpp
 
-    from tracegen.llm.local import default_threads
-
     params = xllamacpp.CommonParams()
     params.model.path = str(gguf)
     params.model_alias = {MODEL}
     params.n_ctx = n_ctx
     params.n_parallel = 1
     params.warmup = False
-    # Half the cores, as tracegen's embedded model: threads that wait for each other at every
-    # token on a core something else holds (a test worker, the sandbox) crawl.
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = default_threads()
+    # One thread: the tests run beside other test workers and the sandbox, and threads that wait
+    # for each other at every token on a core something else holds crawl (docs/performance.md).
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = 1
     return xllamacpp.Server(params)
 
 

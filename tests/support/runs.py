@@ -148,9 +148,13 @@ class Workspace:
 
 
 def clean_env() -> dict[str, str]:
+    """The environment of a tracegen the tests start: none of the user's settings, and the
+    embedded model on one thread (the tests share the cores with other test workers, which
+    start and stop; the default, one thread per idle core, is tested on its own)."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("TRACEGEN_", "OLLAMA_", "OPENAI_"))
     }
+    env["TRACEGEN_THREADS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     return env
 

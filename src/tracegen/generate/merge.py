@@ -256,7 +256,9 @@ class _Writer:
     def write(self, shards: list[ShardFiles]) -> None:
         try:
             header = StateHeader(
-                settings_hash=self.manifest.settings_hash, settings=self.manifest.settings
+                settings_hash=self.manifest.settings_hash,
+                settings=self.manifest.settings,
+                run=_shared_run(shards),
             )
             self.state.write(header.row())
             for files in shards:
@@ -337,6 +339,13 @@ class _Writer:
         self.state.write(line)
         outcome = line.outcome if isinstance(line, StateLine) else str(line["outcome"])
         self.report.outcomes[outcome] += 1
+
+
+def _shared_run(shards: list[ShardFiles]) -> dict[str, Any] | None:
+    """What the shards' runs decided (`StateHeader.run`) when they all decided the same; none
+    when they differ (one shard on another backend) or none recorded it."""
+    runs = [h.run for files in shards for h in files.headers() if h.run is not None]
+    return runs[0] if runs and all(run == runs[0] for run in runs) else None
 
 
 def _state_line(path: Path, lineno: int, row: dict[str, Any], outcome: str) -> StateLine:

@@ -383,17 +383,21 @@ class ShardFiles:
         marker = read_done(self.output)
         if marker is not None:
             yield done_path(self.output), marker.plan
+        for header in self.headers():
+            if header.plan is not None:
+                yield self.state, header.plan
+
+    def headers(self) -> Iterator[StateHeader]:
+        """The headers of its state file (one per run that wrote to it, before any record)."""
         if not self.state.is_file():
             return
         for _, row in iter_lines(self.state, whole_lines=True):
             if "settings" not in row:
                 return
             try:
-                plan = StateHeader.model_validate(row).plan
+                yield StateHeader.model_validate(row)
             except ValidationError:
                 raise InputFileError(f"{self.state}: not a tracegen state header") from None
-            if plan is not None:
-                yield self.state, plan
 
     def foreign(self, manifest: Manifest) -> str | None:
         """Why this shard is not of ``manifest``'s plan (one line), or None when it is."""

@@ -25,6 +25,7 @@ runs as you, and only the key stands in its way). Generation itself is in proces
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import secrets
 import shutil
@@ -70,12 +71,16 @@ class Engine(Protocol):
     ) -> Any: ...
 
 
-MEASURED_CORES = 2
-MEASURED_THREADS = 1
-"""The threads that ran the first-run workload fastest on a machine of `MEASURED_CORES` cores,
-by tokens/s and traces/s, the embedded model and llama.cpp's own server alike
-(``benchmarks/threads.py``, docs/performance.md): a thread of llama.cpp waits for the others at
-every token, so one descheduled by the sandbox or anything else running stalls them all."""
+BUSY_SHARE = 0.5
+"""A core counts as busy once other work holds this share of it (`idle_cores`)."""
+SAMPLE_S = 0.25
+"""How long `busy_cores` watches the cores before the model loads."""
+MEASURED = "see docs/performance.md"
+"""Where the figures behind the default stand (``benchmarks/threads.py``): on a quiet 2-core
+machine 2 threads ran the first-run workload fastest, by tokens/s and traces/s, the embedded
+model and llama.cpp's own server alike; with other work on the cores, 1 thread did, by up to
+9 times: a thread of llama.cpp waits for the others at every token, so one descheduled by
+anything else running stalls them all."""
 
 
 def usable_cores() -> int:
@@ -85,16 +90,49 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def choose_threads(cores: int | None = None) -> tuple[int, str]:
-    """llama.cpp threads when ``--threads`` is not given, and the words that say why: the
-    measured best (`MEASURED_THREADS` of `MEASURED_CORES`), the same share of other counts."""
+def busy_cores(window_s: float = SAMPLE_S) -> float:
+    """How many of this process's usable cores other work keeps busy: their busy time in
+    ``/proc/stat`` over ``window_s`` less this process's own CPU, in cores. Where there is no
+    ``/proc/stat``, the 1-minute load average."""
+    try:
+        ticks = _busy_ticks()
+        own = time.process_time()
+        time.sleep(window_s)
+        ticks, own = _busy_ticks() - ticks, time.process_time() - own
+    except (OSError, ValueError, AttributeError):
+        return min(os.getloadavg()[0], usable_cores())
+    return max(0.0, ticks / os.sysconf("SC_CLK_TCK") - own) / window_s
+
+
+def _busy_ticks() -> int:
+    """Clock ticks the usable cores have spent on anything but idling, since boot."""
+    usable = {f"cpu{n}" for n in os.sched_getaffinity(0)}
+    total = 0
+    with open("/proc/stat", "rb") as stat:
+        for line in stat:
+            name, *fields = line.split()
+            if name.decode() in usable:
+                user, nice, system, _idle, _iowait, *rest = map(int, fields[:8])
+                total += user + nice + system + sum(rest)
+    return total
+
+
+def idle_cores(cores: int, busy: float) -> int:
+    """Of ``cores``, how many are idle when other work keeps ``busy`` of them busy (at least
+    1): a core counts as busy once other work holds `BUSY_SHARE` of it."""
+    taken = math.floor(max(0.0, busy) + 1 - BUSY_SHARE)
+    return max(1, min(cores, cores - taken))
+
+
+def choose_threads(cores: int | None = None, busy: float | None = None) -> tuple[int, str]:
+    """llama.cpp threads when ``--threads`` is not given, and the words that say why: one per
+    core idle when the model loads (`idle_cores` of `busy_cores`), the count measured best on
+    quiet and busy machines alike (`MEASURED`)."""
     cores = cores or usable_cores()
-    threads = max(1, cores * MEASURED_THREADS // MEASURED_CORES)
-    if cores == MEASURED_CORES:
-        why = f"measured best on {cores} cores"
-    else:
-        why = f"{MEASURED_THREADS} of {MEASURED_CORES} cores measured best, {cores} cores here"
-    return threads, f"{_threads(threads)}: {why}, see docs/performance.md"
+    busy = round(busy_cores() if busy is None else busy, 1)
+    threads = idle_cores(cores, busy)
+    why = f"one per idle core, {busy:.1f} of {_cores(cores)} busy"
+    return threads, f"{_threads(threads)}: {why}, {MEASURED}"
 
 
 def default_threads() -> int:
@@ -104,6 +142,10 @@ def default_threads() -> int:
 
 def _threads(n: int) -> str:
     return f"{n} thread" if n == 1 else f"{n} threads"
+
+
+def _cores(n: int) -> str:
+    return f"{n} core" if n == 1 else f"{n} cores"
 
 
 def check_fits(model: LocalModel, context_tokens: int, slots: int) -> None:
