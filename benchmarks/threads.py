@@ -43,8 +43,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tracegen.cores import busy_cores
 from tracegen.generate.first_run import FIRST_RUN, STARTER_PROBLEMS
-from tracegen.llm.local import busy_cores
 from tracegen.llm.packaged import DEFAULT_MODEL, find_model
 
 SLOTS = 4

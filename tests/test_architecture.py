@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "config": 0,
     "data": 0,
     "terminal": 0,
+    "cores": 0,
     "parsing": 1,
     "grading": 1,
     "sandbox": 1,

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tracegen.cores import busy_cores, usable_cores
 from tracegen.errors import TracegenError
-from tracegen.llm.local import LocalBackend, busy_cores, choose_threads, usable_cores
+from tracegen.llm.local import LocalBackend, choose_threads
 from tracegen.llm.packaged import DEFAULT_MODEL, find_model
 
 PERFORMANCE = Path(__file__).resolve().parents[2] / "docs" / "performance.md"

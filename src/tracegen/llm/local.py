@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from tracegen.cores import busy_cores, usable_cores
 from tracegen.errors import BackendError, BadRequest, ConfigError, ServerError
 from tracegen.llm.base import (
     Capabilities,
@@ -73,48 +74,12 @@ class Engine(Protocol):
 
 BUSY_SHARE = 0.5
 """A core counts as busy once other work holds this share of it (`idle_cores`)."""
-SAMPLE_S = 0.25
-"""How long `busy_cores` watches the cores before the model loads."""
 MEASURED = "see docs/performance.md"
 """Where the figures behind the default stand (``benchmarks/threads.py``): on a quiet 2-core
 machine 2 threads ran the first-run workload fastest, by tokens/s and traces/s, the embedded
 model and llama.cpp's own server alike; with other work on the cores, 1 thread did, by up to
 9 times: a thread of llama.cpp waits for the others at every token, so one descheduled by
 anything else running stalls them all."""
-
-
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def busy_cores(window_s: float = SAMPLE_S) -> float:
-    """How many of this process's usable cores other work keeps busy: their busy time in
-    ``/proc/stat`` over ``window_s`` less this process's own CPU, in cores. Where there is no
-    ``/proc/stat``, the 1-minute load average."""
-    try:
-        ticks = _busy_ticks()
-        own = time.process_time()
-        time.sleep(window_s)
-        ticks, own = _busy_ticks() - ticks, time.process_time() - own
-    except (OSError, ValueError, AttributeError):
-        return min(os.getloadavg()[0], usable_cores())
-    return max(0.0, ticks / os.sysconf("SC_CLK_TCK") - own) / window_s
-
-
-def _busy_ticks() -> int:
-    """Clock ticks the usable cores have spent on anything but idling, since boot."""
-    usable = {f"cpu{n}" for n in os.sched_getaffinity(0)}
-    total = 0
-    with open("/proc/stat", "rb") as stat:
-        for line in stat:
-            name, *fields = line.split()
-            if name.decode() in usable:
-                user, nice, system, _idle, _iowait, *rest = map(int, fields[:8])
-                total += user + nice + system + sum(rest)
-    return total
 
 
 def idle_cores(cores: int, busy: float) -> int:

@@ -23,6 +23,7 @@ from typing import IO, Any, Literal, NamedTuple, TypedDict, Unpack, cast
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tracegen.cores import usable_cores
 from tracegen.errors import SandboxError
 from tracegen.sandbox import _wire
 from tracegen.sandbox._confine import landlock_abi, seccomp_supported
@@ -446,7 +447,8 @@ class Sandbox:
     ``isolation="auto"`` uses bubblewrap when it works here, else the built-in isolation
     (namespaces, Landlock, seccomp); where neither is possible it raises `SandboxError`
     unless ``"rlimit"`` is asked for explicitly. ``.detail`` names the layers, ``.warning``
-    what is missing. At most ``concurrency`` executions (default: one per core) run at once.
+    what is missing. At most ``concurrency`` executions (default: one per core it may use,
+    `usable_cores`) run at once.
     """
 
     def __init__(
@@ -462,7 +464,7 @@ class Sandbox:
         self.warning = info.warning
         self.detail = info.detail
         self.limits = limits or SandboxLimits()
-        self.concurrency = max(1, concurrency or os.cpu_count() or 1)
+        self.concurrency = max(1, concurrency or usable_cores())
         self.packages = packages
         self._package_dirs = package_dirs()
         self._root = running_as_root()

@@ -22,7 +22,6 @@ import gc
 import glob
 import itertools
 import math
-import os
 import signal
 import sys
 from collections import Counter, defaultdict
@@ -36,6 +35,7 @@ from typing import Annotated, Any, Literal, Protocol, Self, TypeVar, cast
 
 import msgspec
 
+from tracegen.cores import usable_cores
 from tracegen.errors import ConfigError, InputFileError, JsonlError
 from tracegen.jsonl import iter_struct_blocks, line_spans
 from tracegen.terminal import json_bytes, one_line
@@ -657,12 +657,6 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def _parts(
     spans: list[tuple[int, Path, tuple[int, int | None]]], job: _Job, workers: int
 ) -> Generator[_Part, None, None]:
@@ -721,7 +715,7 @@ def _collect(paths: list[Path], job: _Job, workers: int | None) -> tuple[Stats, 
         for file, (path, cuts) in enumerate(zip(paths, spans, strict=True))
         for span in cuts
     ]
-    workers = _cores() if workers is None else workers
+    workers = usable_cores() if workers is None else workers
     reported = 0
     with contextlib.closing(_parts(jobs, job, workers)) as parts:
         for path, cuts in zip(paths, spans, strict=True):
