@@ -19,13 +19,17 @@ SAMPLE_S = 0.25
 _ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
-def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity, at most its cgroup's CPU quota
-    (rounded down, at least 1)."""
+def affinity_cores() -> int:
+    """The cores this process may be scheduled on (its CPU affinity)."""
     if hasattr(os, "sched_getaffinity"):
-        cores = len(os.sched_getaffinity(0))
-    else:
-        cores = os.cpu_count() or 1
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def usable_cores() -> int:
+    """The cores' worth of CPU this process may use: its CPU affinity, at most its cgroup's CPU
+    quota (rounded down, at least 1)."""
+    cores = affinity_cores()
     quota = cpu_quota()
     return cores if quota is None else max(1, min(cores, math.floor(quota)))
 
@@ -108,7 +112,7 @@ def _unescape(field: str) -> str:
 
 
 def busy_cores(window_s: float = SAMPLE_S) -> float:
-    """How many of this process's usable cores other work keeps busy: their busy time in
+    """How many of this process's cores (`affinity_cores`) other work keeps busy: their busy time in
     ``/proc/stat`` over ``window_s`` less this process's own CPU, in cores. Where there is no
     ``/proc/stat``, the 1-minute load average."""
     try:
@@ -117,7 +121,7 @@ def busy_cores(window_s: float = SAMPLE_S) -> float:
         time.sleep(window_s)
         ticks, own = _busy_ticks() - ticks, time.process_time() - own
     except (OSError, ValueError, AttributeError):
-        return min(os.getloadavg()[0], usable_cores())
+        return min(os.getloadavg()[0], affinity_cores())
     return max(0.0, ticks / os.sysconf("SC_CLK_TCK") - own) / window_s
 
 

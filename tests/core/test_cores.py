@@ -123,7 +123,7 @@ def _cpu_hierarchy() -> Path | None:
     return None
 
 
-def test_a_tracegen_under_a_real_cpu_quota_uses_that_many_cores(tmp_path: Path) -> None:
+def test_a_tracegen_under_a_real_cpu_quota_uses_that_many_cores() -> None:
     point = _cpu_hierarchy()
     if os.geteuid() != 0 or point is None:
         pytest.skip("no writable cgroup CPU controller here (needs root)")
@@ -147,7 +147,9 @@ def test_a_tracegen_under_a_real_cpu_quota_uses_that_many_cores(tmp_path: Path) 
                 "import sys\n"
                 f"open({str(group / 'cgroup.procs')!r}, 'w').write('0')\n"
                 "from tracegen.cores import cpu_quota, usable_cores\n"
-                "print(cpu_quota(), usable_cores())\n",
+                "from tracegen.llm.local import choose_threads\n"
+                "print(cpu_quota(), usable_cores())\n"
+                "print(*choose_threads(), sep='\\n')\n",
             ],
             env=clean_env(),
             capture_output=True,
@@ -155,6 +157,10 @@ def test_a_tracegen_under_a_real_cpu_quota_uses_that_many_cores(tmp_path: Path) 
             timeout=60,
             check=True,
         )
-        assert done.stdout.split() == ["1.0", "1"]
+        quota, threads, why = done.stdout.splitlines()
+        assert quota.split() == ["1.0", "1"]
+        assert threads == "1"  # the embedded model's threads
+        if len(os.sched_getaffinity(0)) > 1:
+            assert "at most 1 by the CPU quota" in why
     finally:
         group.rmdir()

@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tracegen.cores import busy_cores, usable_cores
+from tracegen.cores import affinity_cores, busy_cores, usable_cores
 from tracegen.errors import TracegenError
 from tracegen.llm.local import LocalBackend, choose_threads
 from tracegen.llm.packaged import DEFAULT_MODEL, find_model
 
 PERFORMANCE = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
-WHY = re.compile(r"(\d+) threads?: one per idle core, ([\d.]+) of (\d+) cores? busy, see docs/")
+WHY = re.compile(
+    r"(\d+) threads?: one per idle core, ([\d.]+) of (\d+) cores? busy"
+    r"(, at most \d+ by the CPU quota)?, see docs/"
+)
 
 
 @pytest.mark.parametrize(
@@ -28,11 +31,23 @@ WHY = re.compile(r"(\d+) threads?: one per idle core, ([\d.]+) of (\d+) cores? b
     ],
 )
 def test_one_thread_per_idle_core(cores: int, busy: float, threads: int) -> None:
-    chosen, why = choose_threads(cores, busy)
+    chosen, why = choose_threads(cores, busy, allowed=cores)
     assert chosen == threads
     shown = f"{busy:.1f} of {cores} core{'s' if cores > 1 else ''} busy"
     plural = "s" if threads > 1 else ""
     assert why == f"{threads} thread{plural}: one per idle core, {shown}, see docs/performance.md"
+
+
+def test_a_cpu_quota_caps_the_threads_whatever_the_rest_of_the_host_does() -> None:
+    """A container held to 2 CPUs on a 64-core host where other tenants keep 30 cores busy:
+    34 cores are idle, and the quota allows 2 threads."""
+    assert choose_threads(64, 30.0, allowed=2) == (
+        2,
+        "2 threads: one per idle core, 30.0 of 64 cores busy, at most 2 by the CPU quota, "
+        "see docs/performance.md",
+    )
+    assert choose_threads(64, 63.0, allowed=2)[0] == 1
+    assert choose_threads(2, 0.0, allowed=2)[1].endswith("2 cores busy, see docs/performance.md")
 
 
 def test_a_core_another_process_holds_counts_as_busy() -> None:
@@ -42,7 +57,7 @@ def test_a_core_another_process_holds_counts_as_busy() -> None:
     finally:
         spinner.kill()
         spinner.wait()
-    assert busy_cores(0.1) <= usable_cores() + 0.2
+    assert busy_cores(0.1) <= affinity_cores() + 0.2
 
 
 def test_the_default_follows_the_best_rows_of_the_tables_in_the_docs() -> None:
@@ -65,8 +80,8 @@ def test_the_default_follows_the_best_rows_of_the_tables_in_the_docs() -> None:
             mine = [row for row in rows if row[0] == path]
             best = int(max(mine, key=lambda row: float(row[2]))[1])
             for busy in {float(x) for row in mine for x in row[3:]}:
-                assert choose_threads(2, min(busy, 2.0))[0] == best, (path, busy, table)
-                states.add(choose_threads(2, min(busy, 2.0))[0])
+                assert choose_threads(2, min(busy, 2.0), allowed=2)[0] == best, (path, busy, table)
+                states.add(choose_threads(2, min(busy, 2.0), allowed=2)[0])
     assert states == {1, 2}, "a quiet machine and a busy one"
 
 
@@ -78,6 +93,7 @@ def test_the_header_says_the_threads_and_why() -> None:
     except TracegenError as e:
         pytest.skip(f"the local backend is not installed: {e}")
     shown = WHY.search(default.describe(constrained=True))
-    assert shown and int(shown[1]) == default.threads and int(shown[3]) == usable_cores()
+    assert shown and int(shown[1]) == default.threads and int(shown[3]) == affinity_cores()
+    assert default.threads <= usable_cores()
     assert "· 3 threads (--threads) ·" in given.describe(constrained=False)
     assert given.threads == 3

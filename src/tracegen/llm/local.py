@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from tracegen.cores import busy_cores, usable_cores
+from tracegen.cores import affinity_cores, busy_cores, usable_cores
 from tracegen.errors import BackendError, BadRequest, ConfigError, ServerError
 from tracegen.llm.base import (
     Capabilities,
@@ -89,14 +89,21 @@ def idle_cores(cores: int, busy: float) -> int:
     return max(1, min(cores, cores - taken))
 
 
-def choose_threads(cores: int | None = None, busy: float | None = None) -> tuple[int, str]:
+def choose_threads(
+    cores: int | None = None, busy: float | None = None, allowed: int | None = None
+) -> tuple[int, str]:
     """llama.cpp threads when ``--threads`` is not given, and the words that say why: one per
-    core idle when the model loads (`idle_cores` of `busy_cores`), the count measured best on
-    quiet and busy machines alike (`MEASURED`)."""
-    cores = cores or usable_cores()
+    core idle when the model loads (`idle_cores` of the ``cores`` it may be scheduled on, of
+    which other work keeps ``busy`` busy), at most the cores' worth of CPU it is ``allowed``
+    (a cgroup's CPU quota): the count measured best on quiet and busy machines alike
+    (`MEASURED`)."""
+    cores = cores or affinity_cores()
+    allowed = allowed or usable_cores()
     busy = round(busy_cores() if busy is None else busy, 1)
-    threads = idle_cores(cores, busy)
+    threads = min(idle_cores(cores, busy), allowed)
     why = f"one per idle core, {busy:.1f} of {_cores(cores)} busy"
+    if allowed < cores:
+        why += f", at most {allowed} by the CPU quota"
     return threads, f"{_threads(threads)}: {why}, {MEASURED}"
 
 
