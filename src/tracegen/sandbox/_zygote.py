@@ -313,6 +313,20 @@ def _ipc_per_execution(limits: list[tuple[str, bytes]]) -> list[tuple[str, bytes
     return limits if code == 0 else [] if code == 1 else None
 
 
+def _empty(path: bytes, value: bytes) -> None:
+    """Write ``value`` to a cgroup's emptying file (``memory.force_empty``, ``memory.reclaim``)."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.write(fd, value)
+    except OSError:
+        pass  # v2: EAGAIN when less than asked could be reclaimed
+    finally:
+        os.close(fd)
+
+
 def _write_sysctls(files: list[tuple[str, bytes]]) -> None:
     for path, value in files:
         fd = os.open(path, os.O_WRONLY)
@@ -1188,38 +1202,27 @@ class Zygote:
         every page of a file that this execution, and no one before it, read. A later
         execution that times a read of it finds it as it was before (the page-cache timing
         channel: ``benchmarks/page_cache_channel.py``); what was cached already stays.
-        Only when the cgroup holds pages of files (not of tmpfs or shared memory, which
-        without swap cannot be reclaimed): emptying waits for every CPU to drain its page
-        lists, milliseconds on a busy machine, and most executions read nothing new.
+        Whether the slot holds anything is read from its page counter (``memory.usage_in_bytes``,
+        ``memory.current``), which is exact; never from ``memory.stat``, whose counts the
+        kernel flushes only in batches: a few pages read just before the execution ended
+        may not be in it yet, and skipping them left a channel open.
         """
         for base in self.cgroups:
             slot = b"%s/slot-%d/" % (base, run.uid)
-            try:
-                fd = os.open(slot + b"memory.stat", os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                stat = os.read(fd, 2048)  # both within the first 2 kB, in v1 and v2
-            finally:
-                os.close(fd)
-            held = 0
-            for name in (b"\ninactive_file ", b"\nactive_file "):
-                at = stat.find(name)
-                if at >= 0:
-                    held += int(stat[at + len(name) : stat.find(b"\n", at + 1)])
-            if not held:
-                continue
-            for file, value in ((b"memory.force_empty", b"0"), (b"memory.reclaim", b"%d" % held)):
+            for usage, empty in (
+                (b"memory.usage_in_bytes", b"memory.force_empty"),
+                (b"memory.current", b"memory.reclaim"),
+            ):
                 try:
-                    fd = os.open(slot + file, os.O_WRONLY)
+                    fd = os.open(slot + usage, os.O_RDONLY)
                 except OSError:
                     continue
                 try:
-                    os.write(fd, value)
-                except OSError:
-                    pass  # v2: EAGAIN when less than asked could be reclaimed
+                    held = int(os.read(fd, 64))
                 finally:
                     os.close(fd)
+                if held:
+                    _empty(slot + empty, b"0" if empty == b"memory.force_empty" else b"%d" % held)
                 break
 
     def _finish(self, run_id: int) -> None:
