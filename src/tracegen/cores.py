@@ -49,15 +49,16 @@ def cpu_quota(proc: Path = Path("/proc/self")) -> float | None:
         path = _cgroup_path(cgroups, version)
         if path is None:
             continue
-        relative = PurePosixPath(path).relative_to(mount_root) if _under(path, mount_root) else None
-        here = Path(mount_point, *(relative.parts if relative else ()))
-        while True:
-            quota = _quota(here, version)
+        # Outside the mount's root (a cgroup namespace's view), the mount is the process's.
+        under = _under(path, mount_root)
+        parts = PurePosixPath(path).relative_to(mount_root).parts if under else ()
+        leaf = Path(mount_point, *parts) if ".." not in parts else Path(mount_point)
+        for folder in (leaf, *leaf.parents):
+            quota = _quota(folder, version)
             if quota is not None and (tightest is None or quota < tightest):
                 tightest = quota
-            if here == Path(mount_point):
+            if folder == Path(mount_point):
                 break
-            here = here.parent
     return tightest
 
 
@@ -81,7 +82,10 @@ def _cpu_mounts(mounts: list[str]) -> list[tuple[str, str, int]]:
 def _cgroup_path(cgroups: list[str], version: int) -> str | None:
     """The process's cgroup in the hierarchy of ``version`` (v1: the one with ``cpu``)."""
     for line in cgroups:
-        number, controllers, path = line.split(":", 2)
+        number, _, rest = line.partition(":")
+        controllers, colon, path = rest.partition(":")
+        if not colon:
+            continue
         if version == 2 and number == "0" and controllers == "":
             return path
         if version == 1 and "cpu" in controllers.split(","):

@@ -83,6 +83,16 @@ def test_a_mount_point_with_a_space_is_unescaped(tmp_path: Path) -> None:
     assert cpu_quota(proc) == 1.0
 
 
+def test_a_path_that_climbs_out_of_the_mount_reads_no_folder_outside_it(tmp_path: Path) -> None:
+    """A cgroup namespace shows a process outside it as ``/../…``: no file above the mount
+    is read, and a malformed line is passed over."""
+    mount = tmp_path / "cgroup"
+    limit(mount, v2="300000 100000")
+    limit(tmp_path / "escape", v2="10000 100000")  # would be read by following the ".."
+    proc = fake_proc(tmp_path, "garbage\n0::/../escape\n", V2.format(root="/", point=mount))
+    assert cpu_quota(proc) == 3.0
+
+
 @pytest.mark.parametrize(
     ("cgroup", "files"),
     [
